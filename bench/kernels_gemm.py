@@ -1,0 +1,136 @@
+"""Single-thread GFLOP/s of bg_sgemm (bg_kernels.h, -O3 -march=x86-64-v3) next to numpy's
+BLAS limited to one thread, on the GEMM shapes the `c` backend's product goal names (MLP
+layers, im2col'd convolutions) and square 256..1024.
+
+    python bench/kernels_gemm.py [--quick]
+
+Both sides are timed in the same run, on the same buffers, best of several repeats; the
+ratio column is bg / numpy. The timing loop runs inside C so ctypes overhead stays out.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before numpy loads its BLAS: one thread, as the `c` backend runs.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from buildgen.resources import include_dir  # noqa: E402
+
+FLAGS = ["-std=c11", "-O3", "-march=x86-64-v3", "-fPIC", "-shared", "-fno-math-errno"]
+
+BENCH_C = r"""
+#define _POSIX_C_SOURCE 199309L
+#include "bg_kernels.h"
+#include <time.h>
+
+double bench_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                   const float *B, float *C, void *ws, int reps);
+double bench_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                   const float *B, float *C, void *ws, int reps)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < reps; ++r)
+        bg_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N, NULL, ws);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+size_t bench_ws_bytes(int64_t M, int64_t N, int64_t K);
+size_t bench_ws_bytes(int64_t M, int64_t N, int64_t K) { return bg_sgemm_workspace_bytes(M, N, K); }
+"""
+
+# (M, N, K, trans_b): MLP layers at batch 8..64 (Linear weights are stored [N, K]: trans_b),
+# convolutions as GEMMs (M = out channels, N = OH*OW, K = C*9), and square sizes.
+SHAPES = [
+    (8, 512, 512, 0),
+    (8, 512, 512, 1),
+    (64, 1024, 1024, 0),
+    (64, 1024, 1024, 1),
+    (32, 1024, 288, 0),
+    (64, 3136, 576, 0),
+    (128, 784, 1152, 0),
+    (256, 256, 256, 0),
+    (512, 512, 512, 0),
+    (1024, 1024, 1024, 0),
+    (1024, 1024, 1024, 1),
+]
+
+
+def build(tmp: Path) -> ctypes.CDLL:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit("no C compiler found")
+    src, lib = tmp / "bench.c", tmp / "bench.so"
+    src.write_text(BENCH_C)
+    subprocess.run([cc, *FLAGS, f"-I{include_dir()}", str(src), "-o", str(lib), "-lm"], check=True)
+    dll = ctypes.CDLL(str(lib))
+    fp, i64 = ctypes.c_void_p, ctypes.c_int64
+    dll.bench_sgemm.argtypes = [ctypes.c_int, ctypes.c_int, i64, i64, i64, fp, fp, fp, fp,
+                                ctypes.c_int]  # fmt: skip
+    dll.bench_sgemm.restype = ctypes.c_double
+    dll.bench_ws_bytes.argtypes = [i64, i64, i64]
+    dll.bench_ws_bytes.restype = ctypes.c_size_t
+    return dll
+
+
+def best_seconds(run: Callable[[int], float], budget: float) -> float:
+    """Seconds per call: calibrate a repeat count to ~budget/5, keep the best of 5."""
+    reps = 1
+    while (t := run(reps)) < budget / 20 and reps < 1 << 20:
+        reps *= 2
+    reps = max(1, int(reps * (budget / 5) / max(t, 1e-9)))
+    return min(run(reps) / reps for _ in range(5))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter timing budget")
+    budget = 0.3 if parser.parse_args().quick else 1.0
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        dll = build(Path(tmp))
+        print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'numpy':>8} {'ratio':>6}")
+        for m, n, k, tb in SHAPES:
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+            c = np.empty((m, n), np.float32)
+            ws = np.empty(dll.bench_ws_bytes(m, n, k), np.uint8)
+            ptrs = [x.ctypes.data for x in (a, b, c, ws)]
+
+            def run_bg(reps: int, tb: int = tb, ptrs: list[int] = ptrs) -> float:
+                return float(dll.bench_sgemm(0, tb, m, n, k, *ptrs, reps))
+
+            bt = b.T if tb else b
+
+            def run_np(reps: int, a: np.ndarray = a, bt: np.ndarray = bt,
+                       c: np.ndarray = c) -> float:  # fmt: skip
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    np.matmul(a, bt, out=c)
+                return time.perf_counter() - t0
+
+            flops = 2.0 * m * n * k
+            g_bg = flops / best_seconds(run_bg, budget) / 1e9
+            g_np = flops / best_seconds(run_np, budget) / 1e9
+            print(f"{m:>5} x{n:>5} x{k:>5} {tb:>6} {g_bg:>11.1f} {g_np:>8.1f} {g_bg / g_np:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from buildgen.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Backends: plug-ins that run regions of a graph (the `c` host, CPU and CUDA libraries)."""

@@ -1,0 +1,118 @@
+"""Which nodes of a region run together.
+
+Two rewrites, decided here and nowhere else:
+  epilogues  MatMul / Gemm / Conv absorb a following bias Add and/or an activation into
+             the kernel library's epilogue (epilogue.py says which ones fit).
+  groups     elementwise nodes whose outputs are consumed only inside one group join it;
+             a group becomes one loop nest over its root's output, and its intermediate
+             tensors never touch memory.
+Everything else is its own unit. A node's result is materialized when it leaves the region
+(a region output) or is read by something that is not part of the same unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from buildgen.backends.c.epilogue import EPILOGUE_ANCHORS, activation_of, bias_of, scale_of
+from buildgen.backends.c.kernel import LowerContext
+from buildgen.backends.c.registry import op_table
+from buildgen.ir import DType, Node
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: Literal["group", "kernel", "view"]
+    nodes: tuple[Node, ...]  # group: members in graph order; kernel: op, then its epilogue
+
+
+def plan_units(
+    ctx: LowerContext, nodes: Sequence[Node], region_outputs: frozenset[str], fuse: bool = True
+) -> list[Unit]:
+    """The units of a region in execution order (a unit runs where its last node was)."""
+    table = op_table()
+    index = {n.name: i for i, n in enumerate(nodes)}
+    absorbed: dict[str, str] = {}  # epilogue node -> anchor
+    chains: dict[str, list[Node]] = {}
+    for node in nodes:
+        if table[node.op].kind != "kernel":
+            continue
+        chain = [node]
+        if fuse and node.op in EPILOGUE_ANCHORS:
+            chain += _epilogue_chain(ctx, node, index, region_outputs)
+        chains[node.name] = chain
+        absorbed.update((n.name, node.name) for n in chain[1:])
+
+    group_of: dict[str, int] = {}
+    members: dict[int, list[Node]] = {}
+    for node in reversed(nodes):
+        if table[node.op].kind != "elementwise" or node.name in absorbed:
+            continue
+        target = _joinable_group(ctx, node, index, group_of, region_outputs) if fuse else None
+        gid = target if target is not None else len(members)
+        group_of[node.name] = gid
+        members.setdefault(gid, []).insert(0, node)
+
+    units: list[tuple[int, Unit]] = []
+    for node in nodes:
+        kind = table[node.op].kind
+        if node.name in chains:
+            chain = chains[node.name]
+            units.append((index[chain[-1].name], Unit("kernel", tuple(chain))))
+        elif kind == "view":
+            units.append((index[node.name], Unit("view", (node,))))
+    for group in members.values():
+        units.append((index[group[-1].name], Unit("group", tuple(group))))
+    units.sort(key=lambda pair: pair[0])
+    return [unit for _, unit in units]
+
+
+def _sole_consumer(
+    ctx: LowerContext, tensor: str, index: dict[str, int], region_outputs: frozenset[str]
+) -> Node | None:
+    consumers = ctx.graph.consumers(tensor)
+    if tensor in region_outputs or len(consumers) != 1 or consumers[0].name not in index:
+        return None
+    return consumers[0]
+
+
+def _epilogue_chain(
+    ctx: LowerContext, anchor: Node, index: dict[str, int], region_outputs: frozenset[str]
+) -> list[Node]:
+    """[scale][bias Add][activation]: the nodes after `anchor` its epilogue can compute."""
+    if ctx.dtype(anchor.outputs[0]) != DType.FLOAT32:
+        return []
+    chain: list[Node] = []
+    produced = anchor.outputs[0]
+    nxt = _sole_consumer(ctx, produced, index, region_outputs)
+    if nxt is not None and scale_of(ctx, anchor, nxt, produced) is not None:
+        chain.append(nxt)
+        produced = nxt.outputs[0]
+        nxt = _sole_consumer(ctx, produced, index, region_outputs)
+    if nxt is not None and bias_of(ctx, anchor, nxt, produced) is not None:
+        chain.append(nxt)
+        produced = nxt.outputs[0]
+        nxt = _sole_consumer(ctx, produced, index, region_outputs)
+    if nxt is not None and nxt.inputs[0] == produced and activation_of(ctx, nxt) is not None:
+        chain.append(nxt)
+    return chain
+
+
+def _joinable_group(
+    ctx: LowerContext,
+    node: Node,
+    index: dict[str, int],
+    group_of: dict[str, int],
+    region_outputs: frozenset[str],
+) -> int | None:
+    """The group every consumer of `node` belongs to, if its result need not be stored."""
+    out = node.outputs[0]
+    consumers = ctx.graph.consumers(out)
+    if out in region_outputs or not consumers:
+        return None
+    groups = {group_of.get(c.name) for c in consumers}
+    if len(groups) != 1 or any(c.name not in index for c in consumers):
+        return None
+    return groups.pop()

@@ -1,0 +1,166 @@
+"""A region of the graph -> an ordered list of steps, where every tensor lives, and the
+scratch layout.
+
+Storage rules:
+  * region inputs, weights and region outputs live where the caller put them
+    (in[i], env->weights + offset, out[j]);
+  * a view's output shares its source's bytes. When a view must leave the region and its
+    source is computed here (and is no output itself), the source is computed straight into
+    the view's out[j]; otherwise the view is copied into out[j] (a Copy step);
+  * every other tensor a kernel writes gets a scratch buffer, placed by memplan from its
+    lifetime (written at step s, last read - directly or through a view - at step t);
+  * the intermediates of fused groups and epilogues are never stored at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from buildgen.backends.c.fused import lower_group
+from buildgen.backends.c.fusion import plan_units
+from buildgen.backends.c.kernel import Kernel, LowerContext, View
+from buildgen.backends.c.registry import op_table
+from buildgen.codegen.memplan import Buffer, MemoryPlan, plan_memory
+from buildgen.ir import Node
+from buildgen.partition.boundaries import RegionIO, region_io
+from buildgen.partition.model import Region
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Bytes of `source` copied into the region output `output` (a view of `source`)."""
+
+    node: Node
+    source: str
+    output: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Storage:
+    kind: Literal["input", "output", "weight", "scratch", "alias"]
+    where: int = 0  # in/out index, weight offset or scratch offset
+    source: str = ""  # alias: the tensor whose bytes it shares
+
+
+@dataclass(frozen=True)
+class LoweredRegion:
+    region: Region
+    io: RegionIO
+    steps: tuple[Kernel | View | Copy, ...]
+    kernel_names: Mapping[int, str]  # step index -> C function name
+    storage: Mapping[str, Storage]
+    workspace_offsets: Mapping[int, int]  # step index -> scratch offset of its workspace
+    plan: MemoryPlan
+
+
+def lower_region(
+    ctx: LowerContext, region: Region, first_kernel: int, fuse: bool = True
+) -> LoweredRegion:
+    """Lower `region`; its kernels are numbered from `first_kernel` (names are module-wide)."""
+    io = region_io(ctx.graph, region)
+    table = op_table()
+    planned: list[Kernel | View] = []
+    nodes = [ctx.graph.node(n) for n in region.nodes]
+    for unit in plan_units(ctx, nodes, frozenset(io.outputs), fuse=fuse):
+        if unit.kind == "group":
+            planned.append(lower_group(ctx, unit.nodes))
+            continue
+        lower = table[unit.nodes[0].op].lower
+        assert lower is not None
+        planned.append(lower(ctx, unit.nodes))
+    hosts = _hosted_outputs(planned, io)
+    steps: list[Kernel | View | Copy] = []
+    for step in planned:
+        steps.append(step)
+        if (
+            isinstance(step, View)
+            and step.output in io.outputs
+            and step.output not in hosts.values()
+        ):
+            nbytes = ctx.graph.type_of(step.output).nbytes
+            steps.append(Copy(step.node, step.source, step.output, nbytes))
+    return _place(ctx, region, io, steps, hosts, first_kernel)
+
+
+def _place(
+    ctx: LowerContext,
+    region: Region,
+    io: RegionIO,
+    steps: list[Kernel | View | Copy],
+    hosts: Mapping[str, str],
+    first_kernel: int,
+) -> LoweredRegion:
+    """Storage for every tensor the steps touch, and the scratch plan."""
+    graph = ctx.graph
+    storage: dict[str, Storage] = {}
+    for i, name in enumerate(io.inputs):
+        storage[name] = Storage("input", i)
+    for j, name in enumerate(io.outputs):
+        storage[name] = Storage("output", j)
+    for tensor, output in hosts.items():
+        storage[tensor] = storage[output]
+    first: dict[str, int] = {}  # scratch tensor -> step that writes it
+    last: dict[str, int] = {}  # scratch tensor -> last step that reads it (or a view of it)
+    names: dict[int, str] = {}
+    workspaces: list[Buffer] = []
+    for s, step in enumerate(steps):
+        reads: tuple[str, ...] = ()
+        if isinstance(step, Kernel):
+            names[s] = f"k{first_kernel + len(names)}_{step.stem}"
+            reads = step.inputs
+            for out in step.outputs:
+                if out not in storage:
+                    storage[out] = Storage("scratch")
+                    first[out] = s
+            if step.workspace:
+                workspaces.append(Buffer(f"w:{names[s]}", step.workspace, s, s))
+        elif isinstance(step, View):
+            if step.output not in storage:
+                storage[step.output] = Storage("alias", source=step.source)
+        else:
+            reads = (step.source,)
+        for tensor in (*reads, *((step.source,) if isinstance(step, View) else ())):
+            if graph.is_weight(tensor):
+                storage.setdefault(tensor, Storage("weight", graph.weight(tensor).offset))
+        for tensor in reads:
+            root = _root(storage, tensor)
+            if root in first:
+                last[root] = s
+
+    buffers = [
+        Buffer(f"t:{name}", graph.type_of(name).nbytes, first[name], last.get(name, first[name]))
+        for name in first
+    ]
+    plan = plan_memory([*buffers, *workspaces])
+    for name in first:
+        storage[name] = Storage("scratch", plan.offsets[f"t:{name}"])
+    ws_offsets = {b.first: plan.offsets[b.name] for b in workspaces}
+    return LoweredRegion(region, io, tuple(steps), names, storage, ws_offsets, plan)
+
+
+def _hosted_outputs(steps: list[Kernel | View], io: RegionIO) -> dict[str, str]:
+    """Region outputs that are views of a tensor this region computes: that tensor is
+    written straight into the output's buffer, so the view needs no copy. Returns
+    {computed tensor: region output}; at most one output per tensor."""
+    sources = {s.output: s.source for s in steps if isinstance(s, View)}
+    computed = {t for s in steps if isinstance(s, Kernel) for t in s.outputs}
+    hosts: dict[str, str] = {}
+    for output in io.outputs:
+        if output not in sources:
+            continue
+        root = output
+        while root in sources:
+            root = sources[root]
+        if root in computed and root not in io.outputs and root not in hosts:
+            hosts[root] = output
+    return hosts
+
+
+def _root(storage: Mapping[str, Storage], tensor: str) -> str:
+    """The tensor that owns the bytes `tensor` reads (following views)."""
+    while tensor in storage and storage[tensor].kind == "alias":
+        tensor = storage[tensor].source
+    return tensor

@@ -1,0 +1,266 @@
+"""Render the lowered regions as one C translation unit (buildgen_abi.h's module ABI).
+
+Layout of the file: a header comment (model, source, regions, scratch), the includes, one
+static function per kernel (with the ONNX nodes it implements), then per region the
+exported function that binds tensors to named pointers and calls the kernels in order,
+and finally M__c_scratch_bytes, M__c_create and M__c_destroy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import PurePath
+
+from buildgen import __version__
+from buildgen.backends.c.cwriter import Code, Names, comment, initializer_lines, shape_text
+from buildgen.backends.c.kernel import Kernel, View
+from buildgen.backends.c.lower import Copy, LoweredRegion, Storage
+from buildgen.codegen import cnames
+from buildgen.ir import Graph, Node
+
+# Names the region function itself uses, so no tensor local may take them.
+_RESERVED = (
+    *("env", "in", "out", "scratch", "fail", "memcpy", "NULL", "NAN", "INFINITY"),
+    *("int64_t", "int32_t", "uint8_t", "size_t"),
+)
+
+
+def _tensor(graph: Graph, name: str) -> str:
+    return f"{name}{shape_text(graph.type_of(name).shape)}"
+
+
+def _node_line(graph: Graph, node: Node) -> str:
+    ins = ", ".join(_tensor(graph, t) for t in node.inputs if t)
+    outs = ", ".join(_tensor(graph, t) for t in node.outputs if t)
+    return comment(f"{node.op} '{node.name}': {ins} -> {outs}")
+
+
+def _signature(ret: str, name: str, params: Sequence[str]) -> list[str]:
+    one_line = f"{ret} {name}({', '.join(params) or 'void'})"
+    if len(one_line) <= 100:
+        return [one_line]
+    return [f"{ret} {name}(", *(f"    {p}," for p in params[:-1]), f"    {params[-1]})"]
+
+
+def _kernel_function(graph: Graph, name: str, kernel: Kernel) -> list[str]:
+    lines = [f"/* {name}"]
+    lines += [f" *   {_node_line(graph, n)}" for n in kernel.nodes]
+    if kernel.workspace:
+        lines.append(f" *   workspace: {kernel.workspace} bytes")
+    lines.append(" */")
+    body = list(kernel.body)
+    if kernel.struct is not None:
+        ctype, fields = kernel.struct
+        init = initializer_lines(fields)
+        lines += [f"static const {ctype} {name}_params = {init[0]}", *init[1:-1], f"{init[-1]};"]
+        body.insert(0, f"    const {ctype} *const p = &{name}_params;")
+    ret = "static int" if kernel.fallible else "static void"
+    lines += _signature(ret, name, [p.declaration() for p in kernel.params])
+    return [*lines, "{", *body, "}", ""]
+
+
+def _pointer_decl(graph: Graph, local: str, tensor: str, storage: Storage, names: Names) -> str:
+    tt = graph.type_of(tensor)
+    ctype = tt.dtype.c_type
+    note = tensor if local == tensor else f"'{tensor}'"
+    shape = shape_text(tt.shape)
+    if storage.kind == "input":
+        cast = f"(const {ctype} *)in[{storage.where}]"
+        return f"const {ctype} *{local} = {cast}; /* {comment(f'input {note} {shape}')} */"
+    if storage.kind == "output":
+        cast = f"({ctype} *)out[{storage.where}]"
+        return f"{ctype} *{local} = {cast}; /* {comment(f'output {note} {shape}')} */"
+    if storage.kind == "weight":
+        return (
+            f"const {ctype} *{local} = (const {ctype} *)(env->weights + {storage.where}); "
+            f"/* {comment(f'weight {note} {shape}')} */"
+        )
+    if storage.kind == "scratch":
+        return (
+            f"{ctype} *{local} = ({ctype} *)(scratch + {storage.where}); "
+            f"/* {comment(f'{note} {shape}, {tt.nbytes} bytes')} */"
+        )
+    source = names(storage.source)
+    return f"const {ctype} *{local} = {source}; /* {comment(f'view {note} {shape}')} */"
+
+
+def _referenced(lowered: LoweredRegion) -> list[str]:
+    """Tensors the region function names, in declaration order (views after sources)."""
+    used: list[str] = []
+    for step in lowered.steps:
+        if isinstance(step, Kernel):
+            used += [p.tensor for p in step.params if p.tensor]
+        elif isinstance(step, Copy):
+            used += [step.source, step.output]
+    closure: dict[str, int] = {}  # tensor -> position of first reference (ties in rank)
+    for tensor in used:
+        while tensor not in closure:
+            closure[tensor] = len(closure)
+            st = lowered.storage[tensor]
+            if st.kind != "alias":
+                break
+            tensor = st.source
+    written: dict[str, int] = {}  # tensor -> step that first writes it
+    for s, step in enumerate(lowered.steps):
+        if isinstance(step, Kernel):
+            for out in step.outputs:
+                written.setdefault(out, s)
+    order = {"input": 0, "weight": 1, "output": 2, "scratch": 3, "alias": 4}
+
+    def rank(t: str) -> tuple[int, int, int]:
+        st = lowered.storage[t]
+        where = written.get(t, 0) if st.kind == "scratch" else st.where
+        return order[st.kind], where, closure[t]
+
+    ranked = sorted(closure, key=rank)
+    # Views keep step order so each comes after the tensor it aliases.
+    views = [s.output for s in lowered.steps if isinstance(s, View) and s.output in closure]
+    return [t for t in ranked if lowered.storage[t].kind != "alias"] + [
+        v for v in views if lowered.storage[v].kind == "alias"
+    ]
+
+
+def _region_function(model: str, graph: Graph, lowered: LoweredRegion) -> list[str]:
+    region, io = lowered.region, lowered.io
+    names = Names(_RESERVED)
+    code = Code()
+    declared = _referenced(lowered)
+    uses_scratch = bool(lowered.workspace_offsets) or any(
+        lowered.storage[t].kind == "scratch" for t in declared
+    )
+    if uses_scratch:
+        code.line("unsigned char *const scratch = env->scratch;")
+    for tensor in declared:
+        code.line(_pointer_decl(graph, names(tensor), tensor, lowered.storage[tensor], names))
+    uses = {"env": uses_scratch or any(lowered.storage[t].kind == "weight" for t in declared)}
+    uses["in"] = any(lowered.storage[t].kind == "input" for t in declared)
+    uses["out"] = any(lowered.storage[t].kind == "output" for t in declared)
+    code.line()
+    for s, step in enumerate(lowered.steps):
+        if isinstance(step, View):
+            continue
+        if isinstance(step, Copy):
+            why = comment(f"{step.node.op} {step.node.name!r} leaves the region: copy the view")
+            code.line(
+                f"memcpy({names(step.output)}, {names(step.source)}, {step.nbytes}); /* {why} */"
+            )
+            continue
+        workspace = (
+            f"scratch + {lowered.workspace_offsets[s]}"
+            if s in lowered.workspace_offsets
+            else "NULL"
+        )
+        args = [names(p.tensor) if p.tensor else workspace for p in step.params]
+        call = f"{lowered.kernel_names[s]}({', '.join(args)})"
+        what = comment(", ".join(f"{n.op} {n.name!r}" for n in step.nodes))
+        if step.fallible:
+            uses["env"] = True
+            code.line(f"/* {what} */")
+            code.line(f"if ({call} != 0) return fail(env, {cnames.c_string(step.error_message)});")
+        else:
+            code.line(f"{call}; /* {what} */")
+    code.line("return 0;")
+    unused = [f"(void){name};" for name, used in uses.items() if not used]
+    header = [
+        f"/* Region {region.id}: {len(region.nodes)} node(s), {len(lowered.steps)} step(s), "
+        f"scratch {lowered.plan.total_bytes} bytes",
+        f" *   inputs:  {comment(', '.join(_tensor(graph, t) for t in io.inputs) or '-')}",
+        f" *   outputs: {comment(', '.join(_tensor(graph, t) for t in io.outputs) or '-')}",
+        " */",
+        f"int {model}__c_{region.id}(bg_env *env, const void *const *in, void *const *out)",
+        "{",
+    ]
+    return [*header, *(f"    {u}" for u in unused), *code.lines, "}", ""]
+
+
+_FAIL = """\
+/* Write `message` to the model's error buffer; returns the non-zero status to pass on. */
+static int fail(bg_env *env, const char *message)
+{
+    if (env->error != NULL && env->error_size > 0) {
+        size_t n = strlen(message);
+        if (n >= env->error_size) n = env->error_size - 1;
+        memcpy(env->error, message, n);
+        env->error[n] = '\\0';
+    }
+    return 1;
+}
+"""
+
+
+def _create(model: str, regions: Sequence[LoweredRegion]) -> list[str]:
+    code = Code()
+    for lowered in regions:
+        for s, step in enumerate(lowered.steps):
+            if not isinstance(step, Kernel) or not step.workspace_check:
+                continue
+            name = lowered.kernel_names[s]
+            message = (
+                f"c backend: {name} needs more workspace than the {step.workspace} bytes planned "
+                "(bg_kernels.h and buildgen/backends/c/workspace.py disagree)"
+            )
+            check = step.workspace_check.format(params=f"&{name}_params")
+            code.line(f"if ({check} > {step.workspace})")
+            code.line(f"    return fail(env, {cnames.c_string(message)});")
+    body = list(code.lines) or ["    (void)env;"]
+    return [
+        "/* Nothing to allocate: intermediates and workspaces live in env->scratch. This only",
+        " * checks that the planned workspaces cover what the kernel library asks for. */",
+        f"int {model}__c_create(bg_env *env)",
+        "{",
+        *body,
+        "    return 0;",
+        "}",
+        "",
+        f"void {model}__c_destroy(bg_env *env)",
+        "{",
+        "    (void)env;",
+        "}",
+    ]
+
+
+def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> str:
+    scratch = max((r.plan.total_bytes for r in regions), default=0)
+    unshared = sum(r.plan.unshared_bytes for r in regions)
+    source = graph.source
+    if source and PurePath(source).is_absolute():
+        source = PurePath(source).name  # no machine-specific paths in generated files
+    head = [
+        f"/* Model {model}: module of the c backend, generated by buildgen {__version__};"
+        " do not edit.",
+        f" * Source: {comment(source or '-')} (graph {comment(graph.name)!r}, opset {graph.opset})",
+        " * Regions:",
+        *(
+            f" *   {r.region.id}: {len(r.region.nodes)} node(s), {len(r.kernel_names)} kernel(s): "
+            + comment(_ops_summary(graph, r.region.nodes))
+            for r in regions
+        ),
+        f" * Scratch: {scratch} bytes planned for {unshared} bytes of intermediates and"
+        " workspaces.",
+        " */",
+        "#include <math.h>",
+        "#include <stdint.h>",
+        "#include <string.h>",
+        "",
+        '#include "buildgen_abi.h"',
+        '#include "bg_kernels.h"',
+        "",
+    ]
+    body: list[str] = []
+    needs_fail = False
+    for lowered in regions:
+        for s, step in enumerate(lowered.steps):
+            if isinstance(step, Kernel):
+                body += _kernel_function(graph, lowered.kernel_names[s], step)
+                needs_fail = needs_fail or step.fallible or bool(step.workspace_check)
+    for lowered in regions:
+        body += _region_function(model, graph, lowered)
+    tail = [f"const size_t {model}__c_scratch_bytes = {scratch};", "", *_create(model, regions)]
+    fail = [_FAIL] if needs_fail else []
+    return "\n".join([*head, *fail, *body, *tail]) + "\n"
+
+
+def _ops_summary(graph: Graph, nodes: Sequence[str], limit: int = 6) -> str:
+    ops = [graph.node(n).op for n in nodes]
+    text = ", ".join(ops[:limit])
+    return text + (f", ... ({len(ops) - limit} more)" if len(ops) > limit else "")

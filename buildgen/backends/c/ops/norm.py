@@ -1,0 +1,193 @@
+"""Normalizations and softmax: BatchNormalization (inference), LayerNormalization,
+InstanceNormalization, Softmax and LogSoftmax (both opset semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+
+from buildgen.backends.c.cwriter import Code, float_literal
+from buildgen.backends.c.fused import kernel_stem
+from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.ops.common import (
+    float_attr,
+    float_reason,
+    input_at,
+    int_attr,
+    normalize_axis,
+    present,
+)
+from buildgen.backends.c.registry import OpEntry
+from buildgen.ir import Graph, Node
+
+
+def _kernel(nodes: Sequence[Node], params: list[Param], code: Code) -> Kernel:
+    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines)
+
+
+def _lower_batchnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    node = nodes[0]
+    x, scale, bias, mean, var = node.inputs[:5]
+    y = node.outputs[0]
+    shape = ctx.shape(x)
+    n, c = shape[0], shape[1]
+    size = prod(shape[2:])
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    code = Code()
+    with code.block(f"for (int64_t c = 0; c < {c}; ++c)"):
+        code.line(f"const float a = S[c] / sqrtf(V[c] + {eps});")
+        code.line("const float b = B[c] - M[c] * a;")
+        with code.block(f"for (int64_t n = 0; n < {n}; ++n)"):
+            code.line(f"const float *x = X + (n * {c} + c) * {size};")
+            code.line(f"float *y = Y + (n * {c} + c) * {size};")
+            code.line(f"for (int64_t j = 0; j < {size}; ++j) y[j] = x[j] * a + b;")
+    params = [
+        Param("X", x, "float"),
+        Param("S", scale, "float"),
+        Param("B", bias, "float"),
+        Param("M", mean, "float"),
+        Param("V", var, "float"),
+        Param("Y", y, "float", True),
+    ]
+    return _kernel(nodes, params, code)
+
+
+def _normalize_rows(code: Code, n: int, eps: str) -> None:
+    """Declares mean and inv (1/stddev) of the row x[0:n]."""
+    code.line("float mean = 0.0f, var = 0.0f;")
+    code.line(f"for (int64_t j = 0; j < {n}; ++j) mean += x[j];")
+    code.line(f"mean /= {n}.0f;")
+    code.line(f"for (int64_t j = 0; j < {n}; ++j) var += (x[j] - mean) * (x[j] - mean);")
+    code.line(f"const float inv = 1.0f / sqrtf(var / {n}.0f + {eps});")
+
+
+def _lower_layernorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    node = nodes[0]
+    x, scale, bias, y = node.inputs[0], node.inputs[1], input_at(node, 2), node.outputs[0]
+    shape = ctx.shape(x)
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    outer, n = prod(shape[:axis]), prod(shape[axis:])
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    s_idx = "j" if ctx.graph.type_of(scale).numel == n else "0"
+    b_term = ""
+    if bias:
+        b_term = f" + B[{'j' if ctx.graph.type_of(bias).numel == n else '0'}]"
+    extra_outputs = [
+        (index, name) for index, name in ((1, "M"), (2, "I")) if output_at(node, index)
+    ]
+    extra = [(name, "mean" if name == "M" else "inv") for _, name in extra_outputs]
+    code = Code()
+    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+        code.line(f"const float *x = X + o * {n};")
+        code.line(f"float *y = Y + o * {n};")
+        _normalize_rows(code, n, eps)
+        code.line(
+            f"for (int64_t j = 0; j < {n}; ++j) y[j] = (x[j] - mean) * inv * S[{s_idx}]{b_term};"
+        )
+        # the optional Mean and InvStdDev outputs hold one value per normalized row
+        for name, value in extra:
+            code.line(f"{name}[o] = {value};")
+    params = [Param("X", x, "float"), Param("S", scale, "float")]
+    if bias:
+        params.append(Param("B", bias, "float"))
+    params.append(Param("Y", y, "float", True))
+    params += [Param(name, node.outputs[index], "float", True) for index, name in extra_outputs]
+    return _kernel(nodes, params, code)
+
+
+def output_at(node: Node, index: int) -> str:
+    return node.outputs[index] if index < len(node.outputs) else ""
+
+
+def _lower_instancenorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    node = nodes[0]
+    x, scale, bias, y = node.inputs[0], node.inputs[1], node.inputs[2], node.outputs[0]
+    shape = ctx.shape(x)
+    n = prod(shape[2:])
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    code = Code()
+    with code.block(f"for (int64_t o = 0; o < {shape[0] * shape[1]}; ++o)"):
+        code.line(f"const int64_t c = o % {shape[1]};")
+        code.line(f"const float *x = X + o * {n};")
+        code.line(f"float *y = Y + o * {n};")
+        _normalize_rows(code, n, eps)
+        code.line(f"for (int64_t j = 0; j < {n}; ++j) y[j] = (x[j] - mean) * inv * S[c] + B[c];")
+    params = [
+        Param("X", x, "float"),
+        Param("S", scale, "float"),
+        Param("B", bias, "float"),
+        Param("Y", y, "float", True),
+    ]
+    return _kernel(nodes, params, code)
+
+
+def softmax_extents(node: Node, shape: Sequence[int], opset: int) -> tuple[int, int, int]:
+    """(outer, n, inner): softmax runs over n elements spaced `inner` apart.
+    Before opset 13 the input is flattened to 2-D at `axis` (default 1); from 13 on it runs
+    along `axis` alone (default -1)."""
+    if opset < 13:
+        axis = normalize_axis(int_attr(node, "axis", 1), len(shape))
+        return prod(shape[:axis]), prod(shape[axis:]), 1
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    return prod(shape[:axis]), shape[axis], prod(shape[axis + 1 :])
+
+
+def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    outer, n, inner = softmax_extents(node, ctx.shape(x), ctx.graph.opset)
+    log = node.op == "LogSoftmax"
+    at = "j" if inner == 1 else f"j * {inner}"
+    code = Code()
+    with code.loops((outer, inner) if inner > 1 else (outer,), prefix="o") as idx:
+        base = f"{idx[0]} * {n * inner} + {idx[1]}" if inner > 1 else f"{idx[0]} * {n}"
+        code.line(f"const float *x = X + {base};")
+        code.line(f"float *y = Y + {base};")
+        code.line("float max = x[0], sum = 0.0f;")
+        code.line(f"for (int64_t j = 1; j < {n}; ++j) max = x[{at}] > max ? x[{at}] : max;")
+        if log:
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += expf(x[{at}] - max);")
+            code.line("const float shift = max + logf(sum);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = x[{at}] - shift;")
+        else:
+            with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
+                code.line(f"y[{at}] = expf(x[{at}] - max);")
+                code.line(f"sum += y[{at}];")
+            code.line("const float scale = 1.0f / sum;")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] *= scale;")
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+def _check_batchnorm(node: Node, graph: Graph) -> str | None:
+    if int_attr(node, "training_mode", 0) or len(present(node.outputs)) > 1:
+        return "BatchNormalization in training mode not supported"
+    if graph.type_of(node.inputs[0]).rank < 2:
+        return "BatchNormalization of a tensor with rank < 2 not supported"
+    return float_reason(node, graph)
+
+
+def _check_layernorm(node: Node, graph: Graph) -> str | None:
+    shape = graph.type_of(node.inputs[0]).shape
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    n = prod(shape[axis:])
+    for t in present(node.inputs[1:3]):
+        if graph.type_of(t).numel not in (1, n):
+            return (
+                f"LayerNormalization with scale/bias shape {graph.type_of(t).shape} not supported"
+            )
+    return float_reason(node, graph)
+
+
+def _check_instancenorm(node: Node, graph: Graph) -> str | None:
+    if graph.type_of(node.inputs[0]).rank < 3:
+        return "InstanceNormalization of a tensor with rank < 3 not supported"
+    return float_reason(node, graph)
+
+
+ENTRIES = (
+    OpEntry("BatchNormalization", "kernel", _check_batchnorm, lower=_lower_batchnorm),
+    OpEntry("LayerNormalization", "kernel", _check_layernorm, lower=_lower_layernorm),
+    OpEntry("InstanceNormalization", "kernel", _check_instancenorm, lower=_lower_instancenorm),
+    OpEntry("Softmax", "kernel", float_reason, lower=_lower_softmax),
+    OpEntry("LogSoftmax", "kernel", float_reason, lower=_lower_softmax),
+)

@@ -1,0 +1,47 @@
+"""Workspace sizes of the bg_kernels.h calls, needed at code generation time.
+
+The generated module's scratch size is a compile-time constant (buildgen_abi.h), so the
+planner must know how many bytes bg_sgemm / bg_conv2d will want before any C runs. These
+functions mirror bg_sgemm_workspace_bytes and bg_conv2d_workspace_bytes (bg_gemm.h,
+bg_gemv.h, bg_conv.h). Drift cannot corrupt memory: the generated M__c_create calls the C
+functions and fails with a clear message if a planned workspace is too small, and the
+tests run create for every kernel shape they generate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# bg_gemm.h blocking constants
+_MR, _NR, _KC, _MC, _NC = 4, 24, 256, 128, 3072
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def sgemm_workspace_bytes(m: int, n: int, k: int) -> int:
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0
+    kc = min(k, _KC)
+    mc = _round_up(min(m, _MC), _MR)
+    nc = _round_up(min(n, _NC), _NR)
+    pack = _round_up(mc * kc, 16) + nc * kc
+    gemv = _round_up(k, 16) + (n if m == 1 else m) if (m == 1 or n == 1) else 0
+    return max(pack, gemv) * 4 + 64
+
+
+def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
+    """`p` holds the fields of the bg_conv2d_params the kernel passes (N, C, H, W, M, ...)."""
+    cg, mg = p["C"] // p["group"], p["M"] // p["group"]
+    if cg == 1:
+        # depthwise: a direct loop, reading each plane through a zero-padded copy when the
+        # windows reach outside the image
+        hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
+        wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
+        padded = p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
+        return hp * wp * 4 + 64 if padded else 0
+    # GEMM packing space, then one im2col row of NC-blocked output columns
+    columns = p["OH"] * p["OW"]
+    im2col_row = _round_up(min(columns, _NC), _NR) * 4
+    return sgemm_workspace_bytes(mg, columns, cg * p["KH"] * p["KW"]) + im2col_row

@@ -1,0 +1,78 @@
+"""The `buildgen` command: main(argv) -> exit status. The only place errors are printed.
+
+Subcommands live in their own modules, listed in SUBCOMMANDS; each provides
+`add_arguments(parser)` and `run(args) -> int`. Only the chosen one is imported, so
+`buildgen --help` and quick commands stay fast. To add a subcommand, add a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from buildgen import __version__
+from buildgen.errors import BuildgenError
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    module: str
+    help: str
+    passthrough: bool = False  # takes arguments after `--` (args.passthrough)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "gen": Subcommand("buildgen.ninja.cli_gen", "write build.ninja from the manifest"),
+    "build": Subcommand(
+        "buildgen.ninja.cli_build", "gen, then run ninja [names...] [-- ninja args]", True
+    ),
+    "clean": Subcommand("buildgen.ninja.cli_clean", "remove what the build wrote"),
+}
+
+
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    commands = "\n".join(f"  {name:<8} {sub.help}" for name, sub in SUBCOMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="buildgen",
+        description="Compile ONNX models ahead of time into native libraries through Ninja.",
+        epilog=f"commands:\n{commands}\n\n`buildgen <command> --help` describes one.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"buildgen {__version__}")
+    parser.add_argument("command", choices=list(SUBCOMMANDS), metavar="command")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser().parse_args(argv)
+    sub = SUBCOMMANDS[top.command]
+    rest: list[str] = top.args
+    passthrough: list[str] = []
+    if "--" in rest:
+        cut = rest.index("--")
+        rest, passthrough = rest[:cut], rest[cut + 1 :]
+    parser = argparse.ArgumentParser(prog=f"buildgen {top.command}", description=sub.help)
+    try:
+        module: CommandModule = importlib.import_module(sub.module)
+        module.add_arguments(parser)
+        args = parser.parse_args(rest)
+        if passthrough and not sub.passthrough:
+            parser.error("takes no arguments after '--'")
+        args.passthrough = passthrough
+        return module.run(args)
+    except BuildgenError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,118 @@
+"""report.json / report.md: what went where, and what memory one model instance takes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from buildgen import __version__
+from buildgen.backends.registry import get_backend
+from buildgen.codegen.executor import boundary_bytes
+from buildgen.ir import Graph, Value
+from buildgen.partition.model import Partition
+from buildgen.targets import ResolvedTarget
+
+REPORT_FORMAT = 1
+
+
+def _scratch_bytes(graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray]) -> int:
+    """Backends share one scratch area (regions run one at a time): the largest need wins."""
+    needs = [0]
+    for kind in partition.backends:
+        summary = getattr(get_backend(kind), "plan_summary", None)
+        if summary is not None:
+            needs.append(summary(graph, partition, weights).scratch_bytes)
+    return max(needs)
+
+
+def _intermediate_bytes(graph: Graph) -> int:
+    io = set(graph.input_names) | set(graph.output_names)
+    return sum(v.type.nbytes for v in graph.values if v.name not in io)
+
+
+def _tensor(v: Value) -> dict[str, Any]:
+    return {"name": v.name, "dtype": v.type.dtype.value, "shape": list(v.type.shape)}
+
+
+def build_report(
+    model: str,
+    target: ResolvedTarget,
+    graph: Graph,
+    partition: Partition,
+    weights: Mapping[str, np.ndarray],
+) -> dict[str, Any]:
+    arena = boundary_bytes(graph, partition) + _scratch_bytes(graph, partition, weights)
+    regions = []
+    for region in partition.regions:
+        ops = Counter(graph.node(n).op for n in region.nodes)
+        regions.append(
+            {
+                "id": region.id,
+                "target": region.target,
+                "reason": region.reason,
+                "pattern": region.pattern,
+                "nodes": len(region.nodes),
+                "ops": dict(sorted(ops.items())),
+            }
+        )
+    return {
+        "format": "buildgen-report",
+        "version": REPORT_FORMAT,
+        "buildgen": __version__,
+        "model": model,
+        "target": target.name,
+        "source": graph.source,
+        "opset": graph.opset,
+        "inputs": [_tensor(v) for v in graph.inputs],
+        "outputs": [_tensor(v) for v in graph.outputs],
+        "nodes": len(graph.nodes),
+        "weights_bytes": sum(w.type.nbytes for w in graph.weights),
+        "arena_bytes": arena,
+        "intermediate_bytes": _intermediate_bytes(graph),
+        "regions": regions,
+    }
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    inter = report["intermediate_bytes"]
+    share = f"{100 * report['arena_bytes'] / inter:.0f}%" if inter else "n/a"
+    lines = [
+        f"# {report['model']} for target {report['target']}",
+        "",
+        f"Source `{report['source']}` (opset {report['opset']}), {report['nodes']} nodes, "
+        f"built by buildgen {report['buildgen']}.",
+        "",
+        "## Memory",
+        "",
+        f"- arena per instance: {report['arena_bytes']:,} bytes ({share} of the "
+        f"{inter:,} bytes all intermediate tensors would take unshared)",
+        f"- weights linked into the library: {report['weights_bytes']:,} bytes",
+        "",
+        "## Regions",
+        "",
+        "| region | backend | nodes | ops | why |",
+        "|---|---|---|---|---|",
+    ]
+    for r in report["regions"]:
+        ops = ", ".join(f"{op}×{n}" for op, n in r["ops"].items())
+        lines.append(f"| {r['id']} | {r['target']} | {r['nodes']} | {ops} | {r['reason']} |")
+    lines += ["", "## Inputs and outputs", ""]
+    for kind in ("inputs", "outputs"):
+        for t in report[kind]:
+            lines.append(f"- {kind[:-1]} `{t['name']}`: {t['dtype']}{t['shape']}")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    model: str,
+    target: ResolvedTarget,
+    graph: Graph,
+    partition: Partition,
+    weights: Mapping[str, np.ndarray],
+) -> tuple[str, str]:
+    report = build_report(model, target, graph, partition, weights)
+    return json.dumps(report, sort_keys=True, indent=1) + "\n", _markdown(report)

@@ -1,0 +1,99 @@
+"""import_model: an ONNX file and the manifest's input shapes → graph IR + weights file.
+
+The steps, each in its own module: load (with external data) → name and order the nodes
+→ fix input shapes → ONNX shape inference → fold constants and propagate static shapes →
+convert to the IR (dead code removed, weights laid out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildgen.errors import error
+from buildgen.importer.convert import GraphSpec, build_graph
+from buildgen.importer.fold import fold
+from buildgen.importer.load import load_onnx
+from buildgen.importer.order import name_nodes, topological_order
+from buildgen.importer.shapes import TensorInfo, fix_input_shapes, infer_model, info_from_type
+from buildgen.ir.graph import Graph
+from buildgen.ir.verify import verify_graph
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    graph: Graph
+    weights_blob: bytes  # the weights file's bytes (see buildgen.ir.serialize)
+    files_read: tuple[Path, ...]  # the .onnx file, then its external-data files: for a depfile
+
+
+def import_model(
+    onnx_path: Path,
+    input_shapes: Mapping[str, Sequence[int]],
+    *,
+    model_name: str | None = None,
+) -> ImportResult:
+    """Import an ONNX model with every dynamic input dim fixed by `input_shapes`.
+
+    `model_name` is the manifest's name for the model, used in messages
+    (default: the file's stem). Graph.source is `onnx_path` as given, so pass a path
+    relative to the build folder to keep the output free of absolute paths.
+    """
+    from onnx import numpy_helper
+
+    path = Path(onnx_path)
+    loaded = load_onnx(path)
+    model = loaded.model
+    onnx_graph = model.graph
+    if len(onnx_graph.sparse_initializer):
+        raise error(f"{path}: sparse initializers are not supported")
+
+    initializers = {t.name for t in onnx_graph.initializer}
+    # An initializer that is also listed as a graph input is a weight, not a run-time input.
+    runtime_inputs = list(
+        dict.fromkeys(i.name for i in onnx_graph.input if i.name not in initializers)
+    )
+    fix_input_shapes(onnx_graph, runtime_inputs, input_shapes, path, model_name or path.stem)
+
+    nodes = list(onnx_graph.node)
+    name_nodes(nodes)
+    nodes = topological_order(nodes, [*initializers, *runtime_inputs], path)
+    inferred = infer_model(model, nodes, path)
+
+    constants = {t.name: numpy_helper.to_array(t) for t in onnx_graph.initializer}
+    declared = {i.name: i for i in onnx_graph.input}
+    types: dict[str, TensorInfo] = {}
+    for name in runtime_inputs:
+        info = info_from_type(declared[name].type)
+        if info is not None:
+            types[name] = info
+    opset_imports = list(model.opset_import)
+    kept = fold(nodes, constants, types, inferred, opset_imports, path)
+
+    outputs = [o.name for o in onnx_graph.output]
+    _check_outputs(
+        outputs, {*runtime_inputs, *constants, *(t for n in kept for t in n.output)}, path
+    )
+    spec = GraphSpec(
+        name=onnx_graph.name or path.stem,
+        source=path,
+        opset=loaded.opset,
+        opset_imports=opset_imports,
+        inputs=runtime_inputs,
+        outputs=outputs,
+        nodes=kept,
+        constants=constants,
+        types=types,
+    )
+    graph, blob = build_graph(spec)
+    verify_graph(graph)  # an importer bug must not reach later stages
+    return ImportResult(graph, blob, loaded.files_read)
+
+
+def _check_outputs(outputs: Sequence[str], defined: set[str], path: Path) -> None:
+    if not outputs:
+        raise error(f"{path}: the model has no outputs")
+    for name in outputs:
+        if name not in defined:
+            raise error(f"{path}: graph output '{name}' is not written by any node")

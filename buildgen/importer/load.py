@@ -1,0 +1,76 @@
+"""Read an ONNX file, and the external-data files its initializers point to.
+
+The external files are listed so that the import stage can write a depfile: ninja then
+re-imports when a weights file changes even though the .onnx file did not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildgen.errors import error
+
+if TYPE_CHECKING:
+    import onnx
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: onnx.ModelProto
+    files_read: tuple[Path, ...]  # the .onnx file first, then external-data files, sorted
+    opset: int  # the default-domain opset version
+
+
+def load_onnx(path: Path) -> LoadedModel:
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    try:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    except OSError as exc:
+        raise error(f"{path}: cannot read ONNX file: {exc.strerror or exc}") from exc
+    except Exception as exc:  # protobuf's DecodeError and friends: not an ONNX file
+        raise error(f"{path}: not a valid ONNX model: {exc}") from exc
+
+    locations: set[str] = set()
+    for tensor in _all_tensors(model.graph):
+        if uses_external_data(tensor):
+            entries = {entry.key: entry.value for entry in tensor.external_data}
+            if "location" not in entries:
+                raise error(f"{path}: tensor '{tensor.name}' uses external data without a location")
+            locations.add(entries["location"])
+    external = sorted(Path(os.path.normpath(path.parent / loc)) for loc in locations)
+    for file in external:
+        if not file.is_file():
+            raise error(f"{path}: external data file '{file}' does not exist")
+    if external:
+        try:
+            load_external_data_for_model(model, os.fspath(path.parent))
+        except Exception as exc:  # onnx raises ValueError/OSError variants for bad locations
+            raise error(f"{path}: cannot load external data: {exc}") from exc
+    return LoadedModel(model, (path, *external), _default_opset(model, path))
+
+
+def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor-valued attributes, in subgraphs too."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _all_tensors(attr.g)
+            for subgraph in attr.graphs:
+                yield from _all_tensors(subgraph)
+
+
+def _default_opset(model: onnx.ModelProto, path: Path) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return int(opset.version)
+    raise error(f"{path}: the model imports no default-domain (ai.onnx) opset")

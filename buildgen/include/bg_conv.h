@@ -1,0 +1,212 @@
+/* bg_conv.h — 2-D convolution (part of bg_kernels.h; include that instead).
+ *
+ * Per image and group, a convolution is the GEMM
+ *     Y_g[Mg, OH*OW] = W_g[Mg, Cg*KH*KW] @ im2col(X_g)[Cg*KH*KW, OH*OW].
+ * The im2col matrix is never materialised: the GEMM's B-packing step reads the image
+ * directly into its KC x NR micro-panels (an "implicit im2col"), so the workspace is the
+ * GEMM's packing space only and the image is read once per K slice, not copied twice.
+ * 1x1 stride-1 unpadded convolutions need no im2col at all: X_g is B as it stands.
+ * Convolutions with one input channel per group (depthwise) use a direct sliding window
+ * instead: as a GEMM they would be a K = KH*KW sliver per group, all packing, no arithmetic.
+ */
+#ifndef BG_GEMM_H
+#error "include bg_kernels.h, not bg_conv.h"
+#endif
+#ifndef BG_CONV_H
+#define BG_CONV_H
+
+typedef struct bg_conv2d_params {
+    int64_t N, C, H, W;        /* input NCHW */
+    int64_t M, OH, OW;         /* output channels and spatial size (caller computes) */
+    int64_t KH, KW, group;
+    int64_t stride_h, stride_w, dil_h, dil_w;
+    int64_t pad_top, pad_left; /* bottom/right padding is implied by OH/OW */
+} bg_conv2d_params;
+
+/* The im2col B source: the convolution, and a scratch row of the packing block's width. */
+typedef struct bg__im2col {
+    const bg_conv2d_params *p;
+    float *row;
+} bg__im2col;
+
+/* row[0:len) = im2col row (kh, kw) of plane xc for output columns starting at (oh, ow):
+ * per output row, zeros where the tap falls in the padding and a copy in between. */
+static inline void bg__im2col_row(const bg_conv2d_params *p, const float *xc, int64_t kh,
+                                  int64_t kw, int64_t oh, int64_t ow, int64_t len, float *row)
+{
+    const int64_t OW = p->OW, sw = p->stride_w;
+    const int64_t ih_off = kh * p->dil_h - p->pad_top, iw_off = kw * p->dil_w - p->pad_left;
+    int64_t lo, hi;
+    bg__valid_range(iw_off, sw, p->W, OW, &lo, &hi);
+    for (int64_t j = 0; j < len; ++oh, ow = 0) {
+        const int64_t run = OW - ow < len - j ? OW - ow : len - j;
+        float *r = row + j; /* r[o - ow] is output column o of this output row */
+        const int64_t end = ow + run, ih = oh * p->stride_h + ih_off;
+        j += run;
+        if (ih < 0 || ih >= p->H) {
+            for (int64_t o = ow; o < end; ++o) r[o - ow] = 0.0f;
+            continue;
+        }
+        const int64_t a = lo < ow ? ow : (lo < end ? lo : end);
+        const int64_t b = hi > end ? end : (hi > a ? hi : a);
+        int64_t o = ow;
+        for (; o < a; ++o) r[o - ow] = 0.0f;
+        if (a < b) {
+            /* Input of output column o in [a, b): src[(o - a) * sw], inside the image row. */
+            const float *src = xc + ih * p->W + iw_off + a * sw;
+            if (sw == 1) {
+                for (; o + 8 <= b; o += 8) {
+                    bg_v8f v;
+                    BG_LOAD8(v, src + (o - a));
+                    BG_STORE8(r + (o - ow), v);
+                }
+            }
+            for (; o < b; ++o) r[o - ow] = src[(o - a) * sw];
+        }
+        for (; o < end; ++o) r[o - ow] = 0.0f;
+    }
+}
+
+/* B packer over the im2col view of one image-group (s->data points at its first channel):
+ * row k = (c, kh, kw), column j = (oh, ow). Each row is built contiguously in scratch, then
+ * cut into the NR-wide micro-panels with fixed-size copies. */
+static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
+                                     int64_t nc, float *dst)
+{
+    const bg__im2col *ic = (const bg__im2col *)s->ctx;
+    const bg_conv2d_params *p = ic->p;
+    const int64_t NR = BG_GEMM_NR, KHW = p->KH * p->KW;
+    const int64_t n_pad = bg__round_up(nc, NR);
+    float *row = ic->row;
+    for (int64_t j = nc; j < n_pad; ++j) row[j] = 0.0f;
+    for (int64_t k = 0; k < kc; ++k) {
+        const int64_t c = (k0 + k) / KHW, r = (k0 + k) % KHW;
+        bg__im2col_row(p, s->data + c * p->H * p->W, r / p->KW, r % p->KW, j0 / p->OW,
+                       j0 % p->OW, nc, row);
+        for (int64_t jp = 0; jp < n_pad; jp += NR)
+            memcpy(dst + jp / NR * kc * NR + k * NR, row + jp, BG_GEMM_NR * sizeof(float));
+    }
+}
+
+static inline int bg__conv_is_pointwise(const bg_conv2d_params *p)
+{
+    return p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+           p->pad_top == 0 && p->pad_left == 0 && p->OH == p->H && p->OW == p->W;
+}
+
+/* The direct path reads each input plane through a zero-padded copy (when there is
+ * padding), so every window lies inside it and no output needs per-tap bounds checks.
+ * The copy spans exactly the rows/columns the windows reach: hp x wp. */
+static inline int bg__conv_direct_copy(const bg_conv2d_params *p, int64_t *hp, int64_t *wp)
+{
+    *hp = (p->OH - 1) * p->stride_h + (p->KH - 1) * p->dil_h + 1;
+    *wp = (p->OW - 1) * p->stride_w + (p->KW - 1) * p->dil_w + 1;
+    return p->pad_top > 0 || p->pad_left > 0 || *hp > p->H || *wp > p->W;
+}
+
+BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
+    if (Cg == 1) {
+        int64_t hp, wp;
+        if (!bg__conv_direct_copy(p, &hp, &wp)) return 0;
+        return (size_t)(hp * wp) * sizeof(float) + 64;
+    }
+    /* GEMM packing space, then the im2col scratch row. */
+    const int64_t Ng = p->OH * p->OW;
+    return bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
+           (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
+}
+
+/* dst[hp, wp] = plane x[H, W] shifted by (pad_top, pad_left), zeros around it. */
+static inline void bg__pad_plane(const bg_conv2d_params *p, const float *x, int64_t hp,
+                                 int64_t wp, float *dst)
+{
+    const int64_t pl = p->pad_left < wp ? p->pad_left : wp;
+    const int64_t copy = p->W < wp - pl ? p->W : wp - pl;
+    for (int64_t r = 0; r < hp; ++r) {
+        float *d = dst + r * wp;
+        const int64_t ih = r - p->pad_top;
+        if (ih < 0 || ih >= p->H) {
+            for (int64_t c = 0; c < wp; ++c) d[c] = 0.0f;
+            continue;
+        }
+        /* Rows are short and pads tiny: plain loops beat libc calls here. */
+        const float *src = x + ih * p->W;
+        int64_t c = 0;
+        for (; c < pl; ++c) d[c] = 0.0f;
+        for (; c + 8 <= pl + copy; c += 8) {
+            bg_v8f v;
+            BG_LOAD8(v, src + c - pl);
+            BG_STORE8(d + c, v);
+        }
+        for (; c < pl + copy; ++c) d[c] = src[c - pl];
+        for (; c < wp; ++c) d[c] = 0.0f;
+    }
+}
+
+/* Convolutions with one input channel per group: output channel m reads input channel
+ * m / (M / group), a weighted sliding window per output row (bg_window.h). */
+BG_API void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const float *Wt,
+                              const bg_epilogue *ep, float *Y, void *workspace)
+{
+    const int64_t Mg = p->M / p->group, OW = p->OW;
+    const int epilogue = bg__epilogue_active(ep);
+    int64_t hp, wp;
+    const int copy = bg__conv_direct_copy(p, &hp, &wp);
+    float *padded = copy ? bg__align64(workspace) : NULL;
+    const bg__window win =
+        copy ? bg__window_make(hp, wp, OW, p->KH, p->KW, p->stride_h, p->stride_w, p->dil_h,
+                               p->dil_w, 0, 0)
+             : bg__window_make(p->H, p->W, OW, p->KH, p->KW, p->stride_h, p->stride_w,
+                               p->dil_h, p->dil_w, 0, 0);
+    for (int64_t n = 0; n < p->N; ++n)
+        for (int64_t m = 0; m < p->M; ++m) {
+            const float *x = X + (n * p->C + m / Mg) * p->H * p->W;
+            if (copy && m % Mg == 0) bg__pad_plane(p, x, hp, wp, padded);
+            if (copy) x = padded;
+            const float *w = Wt + m * p->KH * p->KW;
+            float *y = Y + (n * p->M + m) * p->OH * OW;
+            const float bias = ep && ep->bias ? ep->bias[m] : 0.0f;
+            for (int64_t oh = 0; oh < p->OH; ++oh) {
+                bg__window_row(&win, BG__WIN_WSUM, x, w, oh, y + oh * OW);
+                if (epilogue) bg__epilogue_row(y + oh * OW, OW, NULL, bias, ep);
+            }
+        }
+}
+
+/* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias (if any) is per output
+ * channel whatever ep->bias_axis says. */
+BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
+                      const bg_epilogue *ep, float *Y, void *workspace)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
+    if (Cg == 1) {
+        bg__conv2d_direct(p, X, Wt, ep, Y, workspace);
+        return;
+    }
+    const int64_t Kg = Cg * p->KH * p->KW, Ng = p->OH * p->OW;
+    const int pointwise = bg__conv_is_pointwise(p);
+    for (int64_t n = 0; n < p->N; ++n)
+        for (int64_t g = 0; g < p->group; ++g) {
+            const float *xg = X + (n * p->C + g * Cg) * p->H * p->W;
+            const float *wg = Wt + g * Mg * Kg;
+            float *yg = Y + (n * p->M + g * Mg) * Ng;
+            bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f};
+            if (ep) {
+                epg = *ep;
+                epg.bias_axis = 1;
+                if (ep->bias) epg.bias = ep->bias + g * Mg;
+            }
+            if (pointwise) {
+                bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace);
+            } else {
+                float *ws = bg__align64(workspace);
+                const bg__im2col ic = {p, ws + bg__gemm_pack_floats(Mg, Ng, Kg)};
+                const bg__bsrc src = {bg__pack_b_im2col, xg, 0, 0, &ic};
+                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws);
+            }
+        }
+}
+
+#endif /* BG_CONV_H */

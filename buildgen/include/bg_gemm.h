@@ -1,0 +1,262 @@
+/* bg_gemm.h — single-precision GEMM (part of bg_kernels.h; include that instead).
+ *
+ * BLIS/GotoBLAS structure: for each NC-wide column block of op(B) and KC-deep slice of K,
+ * op(B) is packed into KC x NR micro-panels (they stay in L1 while the micro-kernel sweeps
+ * down the rows); for each MC-tall row block, op(A) is packed into MR x KC micro-panels (the
+ * block stays in L2). Packing also resolves transposes and zero-pads the M/N edges, so the
+ * micro-kernel only ever sees full MR x NR tiles. The epilogue (alpha, beta, bias,
+ * activation) is applied when a tile is written, after the last K slice.
+ *
+ * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
+ * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
+ * sizes 8..64 and channel counts 32..128) where 6 (the other common AVX2 shape) does not.
+ */
+#ifndef BG_KERNELS_H
+#error "include bg_kernels.h, not bg_gemm.h"
+#endif
+#ifndef BG_GEMM_H
+#define BG_GEMM_H
+
+#define BG_GEMM_MR 4
+#define BG_GEMM_NR 24
+#define BG_GEMM_KC 256
+#define BG_GEMM_MC 128
+#define BG_GEMM_NC 3072
+/* Budget (floats) of a packed B block when M <= MC: 192 KiB of a 512 KiB L2. */
+#define BG_GEMM_SMALL_M_B_FLOATS (48 * 1024)
+/* Up to this many rows, op(B) is read in place (when not transposed) instead of packed:
+ * each B element is then used by so few rows that copying it costs more than it saves. */
+#define BG_GEMM_DIRECT_B_MAX_M 16
+
+#include "bg_pack.h"
+
+/* One output row of the micro-kernel: C[row] = alpha*acc (+ beta*C[row] unless beta == 0,
+ * in which case C is never read: it may hold NaN). */
+#define BG__UK_STORE_ROW(crow, r0, r1, r2)                                                          \
+    do {                                                                                           \
+        bg_v8f o0 = (r0) * va, o1 = (r1) * va, o2 = (r2) * va;                                     \
+        if (beta != 0.0f) {                                                                        \
+            bg_v8f p0, p1, p2;                                                                     \
+            BG_LOAD8(p0, (crow));                                                                  \
+            BG_LOAD8(p1, (crow) + 8);                                                              \
+            BG_LOAD8(p2, (crow) + 16);                                                             \
+            o0 = BG_FMA8(p0, vb, o0);                                                              \
+            o1 = BG_FMA8(p1, vb, o1);                                                              \
+            o2 = BG_FMA8(p2, vb, o2);                                                              \
+        }                                                                                          \
+        BG_STORE8((crow), o0);                                                                     \
+        BG_STORE8((crow) + 8, o1);                                                                 \
+        BG_STORE8((crow) + 16, o2);                                                                \
+    } while (0)
+
+#define BG__UK_ROW(ai, r0, r1, r2)                                                                 \
+    do {                                                                                           \
+        const bg_v8f av = BG_SPLAT8(a[ai]);                                                        \
+        r0 = BG_FMA8(av, b0, r0);                                                                  \
+        r1 = BG_FMA8(av, b1, r1);                                                                  \
+        r2 = BG_FMA8(av, b2, r2);                                                                  \
+    } while (0)
+
+/* The 4 x 24 micro-kernel: a is a packed A micro-panel (4 floats per k), b holds 24 floats
+ * per k at stride bs (NR when packed, ldb when B is read in place). */
+static inline void bg__ukernel(int64_t kc, const float *restrict a, const float *restrict b,
+                               int64_t bs, float *restrict c, int64_t ldc, float alpha,
+                               float beta)
+{
+    bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        bg_v8f b0, b1, b2;
+        BG_LOAD8(b0, b);
+        BG_LOAD8(b1, b + 8);
+        BG_LOAD8(b2, b + 16);
+        BG__UK_ROW(0, c00, c01, c02);
+        BG__UK_ROW(1, c10, c11, c12);
+        BG__UK_ROW(2, c20, c21, c22);
+        BG__UK_ROW(3, c30, c31, c32);
+    }
+    const bg_v8f va = BG_SPLAT8(alpha), vb = BG_SPLAT8(beta);
+    BG__UK_STORE_ROW(c, c00, c01, c02);
+    BG__UK_STORE_ROW(c + ldc, c10, c11, c12);
+    BG__UK_STORE_ROW(c + 2 * ldc, c20, c21, c22);
+    BG__UK_STORE_ROW(c + 3 * ldc, c30, c31, c32);
+}
+
+/* An edge tile (mr < MR or nr < NR): run the full kernel into a scratch tile, then merge. */
+static inline void bg__ukernel_edge(int64_t kc, const float *a, const float *b, int64_t bs,
+                                    float *c, int64_t ldc, int64_t mr, int64_t nr, float alpha,
+                                    float beta)
+{
+    float tile[BG_GEMM_MR * BG_GEMM_NR];
+    bg__ukernel(kc, a, b, bs, tile, BG_GEMM_NR, alpha, 0.0f);
+    for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j) {
+            float v = tile[i * BG_GEMM_NR + j];
+            if (beta != 0.0f) v += beta * c[i * ldc + j];
+            c[i * ldc + j] = v;
+        }
+}
+
+/* Split n into the fewest blocks of at most `block`, of equal size rounded up to `unit`
+ * (K = 288 becomes 144 + 144, not 256 + 32: a thin last slice costs a full pass over C). */
+static inline int64_t bg__balanced_block(int64_t n, int64_t block, int64_t unit)
+{
+    const int64_t count = (n + block - 1) / block;
+    const int64_t size = bg__round_up((n + count - 1) / count, unit);
+    return size < block ? size : block;
+}
+
+/* Floats of packing space the blocked path needs (A block, then B block). */
+static inline int64_t bg__gemm_pack_floats(int64_t M, int64_t N, int64_t K)
+{
+    const int64_t kc = bg__min64(K, BG_GEMM_KC);
+    const int64_t mc = bg__round_up(bg__min64(M, BG_GEMM_MC), BG_GEMM_MR);
+    const int64_t nc = bg__round_up(bg__min64(N, BG_GEMM_NC), BG_GEMM_NR);
+    return bg__round_up(mc * kc, 16) + nc * kc;
+}
+
+/* C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C) for M, N, K >= 1 and alpha != 0. */
+static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int trans_a,
+                             const float *A, int64_t lda, const bg__bsrc *bsrc, float beta,
+                             float *C, int64_t ldc, const bg_epilogue *ep, float *ws)
+{
+    const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR;
+    const int direct_b = bsrc->pack == bg__pack_b_matrix && !bsrc->trans &&
+                         M <= BG_GEMM_DIRECT_B_MAX_M;
+    const int epilogue = bg__epilogue_active(ep);
+    float *const pa = ws;
+    float *const pb = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), MR) *
+                                            bg__min64(K, BG_GEMM_KC), 16);
+    const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
+    /* With a single row block (M <= MC) a packed B block is used once, right after it is
+     * packed: keep it small enough to stay in L2 rather than round-tripping through L3.
+     * A is then re-packed per column block, which costs little when M is this small. */
+    int64_t nc_cap = BG_GEMM_NC;
+    if (M <= BG_GEMM_MC && bsrc->pack) {
+        nc_cap = bg__min64(BG_GEMM_NC, BG_GEMM_SMALL_M_B_FLOATS / kc_step / NR * NR);
+        if (nc_cap < NR) nc_cap = NR;
+    }
+    const int64_t nc_step = bg__balanced_block(N, nc_cap, NR);
+    for (int64_t jc = 0; jc < N; jc += nc_step) {
+        const int64_t nc = bg__min64(nc_step, N - jc);
+        for (int64_t pc = 0; pc < K; pc += kc_step) {
+            const int64_t kc = bg__min64(kc_step, K - pc);
+            const float beta_k = pc == 0 ? beta : 1.0f; /* later slices accumulate */
+            const int last_k = pc + kc == K;
+            const int64_t n_full = nc / NR * NR;
+            const float *bblock = pb;
+            if (!bsrc->pack) /* prepacked: slice pc holds all panels, see bg_sgemm_pack_b */
+                bblock = bsrc->data + pc * bg__round_up(N, NR) + jc * kc;
+            else if (!direct_b)
+                bsrc->pack(bsrc, pc, kc, jc, nc, pb);
+            else if (n_full < nc) /* only the ragged last panel needs padding */
+                bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb);
+            for (int64_t ic = 0; ic < M; ic += BG_GEMM_MC) {
+                const int64_t mc = bg__min64(BG_GEMM_MC, M - ic);
+                bg__pack_a(trans_a, A, lda, ic, mc, pc, kc, pa);
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    const int64_t nr = bg__min64(NR, nc - jr);
+                    const float *b = bblock + jr / NR * kc * NR;
+                    int64_t bs = NR;
+                    if (direct_b) {
+                        b = jr < n_full ? bsrc->data + pc * bsrc->ld + jc + jr : pb;
+                        bs = jr < n_full ? bsrc->ld : NR;
+                    }
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        const int64_t mr = bg__min64(MR, mc - ir);
+                        const float *a = pa + ir / MR * kc * MR;
+                        float *c = C + (ic + ir) * ldc + jc + jr;
+                        if (mr == MR && nr == NR)
+                            bg__ukernel(kc, a, b, bs, c, ldc, alpha, beta_k);
+                        else
+                            bg__ukernel_edge(kc, a, b, bs, c, ldc, mr, nr, alpha, beta_k);
+                        if (last_k && epilogue)
+                            bg__epilogue_block(c, ldc, ic + ir, jc + jr, mr, nr, ep);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#include "bg_gemv.h"
+
+BG_API size_t bg_sgemm_workspace_bytes(int64_t M, int64_t N, int64_t K)
+{
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    int64_t floats = bg__gemm_pack_floats(M, N, K);
+    const int64_t gemv = bg__gemv_floats(M, N, K);
+    if (gemv > floats) floats = gemv;
+    return (size_t)floats * sizeof(float) + 64; /* + slack to align the start */
+}
+
+/* K == 0 or alpha == 0: C = epilogue(beta * C); as in BLAS, A and B are not read. */
+static inline void bg__gemm_no_product(int64_t M, int64_t N, float beta, float *C, int64_t ldc,
+                                       const bg_epilogue *ep)
+{
+    for (int64_t i = 0; i < M; ++i) {
+        float *c = C + i * ldc;
+        for (int64_t j = 0; j < N; ++j) c[j] = beta == 0.0f ? 0.0f : beta * c[j];
+    }
+    if (bg__epilogue_active(ep)) bg__epilogue_block(C, ldc, 0, 0, M, N, ep);
+}
+
+/* Row-major single-precision GEMM: C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C).
+ * op(A) is A[M,K] (lda >= K) or, with trans_a, A stored as [K,M] (lda >= M); likewise B.
+ * beta == 0 means C is not read (may hold garbage/NaN). */
+BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc, const bg_epilogue *ep, void *workspace)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        bg__gemm_no_product(M, N, beta, C, ldc, ep);
+        return;
+    }
+    float *ws = bg__align64(workspace);
+    if (M == 1 || N == 1) {
+        bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws);
+        return;
+    }
+    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
+    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep, ws);
+}
+
+/* ---- Prepacked B: for a constant op(B) (weights), pack once at load time ----
+ * The packed form depends on (trans_b, N, K) only: for each K slice (as bg_sgemm cuts K),
+ * all NR-wide micro-panels of that slice, in order. Any alignment works (64 is best). */
+
+BG_API size_t bg_sgemm_packed_b_bytes(int64_t N, int64_t K)
+{
+    if (N <= 0 || K <= 0) return 0;
+    return (size_t)(bg__round_up(N, BG_GEMM_NR) * K) * sizeof(float);
+}
+
+BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, int64_t ldb,
+                            void *packed)
+{
+    if (N <= 0 || K <= 0) return;
+    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
+    const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
+    float *dst = (float *)packed;
+    for (int64_t pc = 0; pc < K; pc += kc_step)
+        bg__pack_b_matrix(&src, pc, bg__min64(kc_step, K - pc), 0, N,
+                          dst + pc * bg__round_up(N, BG_GEMM_NR));
+}
+
+/* bg_sgemm with op(B) from bg_sgemm_pack_b (same N, K); workspace as bg_sgemm's. */
+BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha,
+                               const float *A, int64_t lda, const void *packed_b, float beta,
+                               float *C, int64_t ldc, const bg_epilogue *ep, void *workspace)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {
+        bg__gemm_no_product(M, N, beta, C, ldc, ep);
+        return;
+    }
+    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL};
+    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep,
+                     bg__align64(workspace));
+}
+
+#endif /* BG_GEMM_H */

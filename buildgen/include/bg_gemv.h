@@ -1,0 +1,117 @@
+/* bg_gemv.h — the M == 1 / N == 1 paths of bg_sgemm (part of bg_kernels.h).
+ *
+ * A matrix-vector product is memory-bound: every matrix element is used once, so packing
+ * it (as the blocked path does) would double the traffic. These loops stream the matrix
+ * in place in whichever of two forms its layout allows:
+ *   axpy form  y[0:L] += x[k] * row_k     (matrix stored [K, L])
+ *   dot form   y[l] = dot(row_l, x)        (matrix stored [L, K])
+ */
+#ifndef BG_GEMM_H
+#error "include bg_kernels.h, not bg_gemv.h"
+#endif
+
+/* Workspace floats: a contiguous copy of the vector operand (K) and the result (L). */
+static inline int64_t bg__gemv_floats(int64_t M, int64_t N, int64_t K)
+{
+    if (M != 1 && N != 1) return 0;
+    const int64_t L = M == 1 ? N : M;
+    return bg__round_up(K, 16) + L;
+}
+
+/* y[0:L] = sum_k x[k] * mat[k*ld + 0:L], four rows of the matrix per pass over y. */
+static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t ld,
+                                 const float *x, float *y)
+{
+    for (int64_t l = 0; l < L; ++l) y[l] = 0.0f;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float *m0 = mat + k * ld, *m1 = m0 + ld, *m2 = m1 + ld, *m3 = m2 + ld;
+        const bg_v8f x0 = BG_SPLAT8(x[k]), x1 = BG_SPLAT8(x[k + 1]);
+        const bg_v8f x2 = BG_SPLAT8(x[k + 2]), x3 = BG_SPLAT8(x[k + 3]);
+        int64_t l = 0;
+        for (; l + 8 <= L; l += 8) {
+            bg_v8f acc, r0, r1, r2, r3;
+            BG_LOAD8(acc, y + l);
+            BG_LOAD8(r0, m0 + l);
+            BG_LOAD8(r1, m1 + l);
+            BG_LOAD8(r2, m2 + l);
+            BG_LOAD8(r3, m3 + l);
+            acc = BG_FMA8(x0, r0, acc);
+            acc = BG_FMA8(x1, r1, acc);
+            acc = BG_FMA8(x2, r2, acc);
+            acc = BG_FMA8(x3, r3, acc);
+            BG_STORE8(y + l, acc);
+        }
+        for (; l < L; ++l)
+            y[l] += x[k] * m0[l] + x[k + 1] * m1[l] + x[k + 2] * m2[l] + x[k + 3] * m3[l];
+    }
+    for (; k < K; ++k) {
+        const float *m0 = mat + k * ld;
+        for (int64_t l = 0; l < L; ++l) y[l] += x[k] * m0[l];
+    }
+}
+
+/* y[l] = dot(mat[l*ld + 0:K], x) with two 8-lane accumulators per row. */
+static inline void bg__gemv_dot(int64_t L, int64_t K, const float *mat, int64_t ld,
+                                const float *x, float *y)
+{
+    for (int64_t l = 0; l < L; ++l) {
+        const float *row = mat + l * ld;
+        bg_v8f s0 = BG_SPLAT8(0.0f), s1 = s0;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            bg_v8f r0, r1, v0, v1;
+            BG_LOAD8(r0, row + k);
+            BG_LOAD8(r1, row + k + 8);
+            BG_LOAD8(v0, x + k);
+            BG_LOAD8(v1, x + k + 8);
+            s0 = BG_FMA8(r0, v0, s0);
+            s1 = BG_FMA8(r1, v1, s1);
+        }
+        s0 += s1;
+        float s = ((s0[0] + s0[1]) + (s0[2] + s0[3])) + ((s0[4] + s0[5]) + (s0[6] + s0[7]));
+        for (; k < K; ++k) s += row[k] * x[k];
+        y[l] = s;
+    }
+}
+
+/* bg_sgemm for M == 1 or N == 1 (the result is one row or one column of C). */
+BG_API void bg__gemv(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc, const bg_epilogue *ep, float *ws)
+{
+    const int row = M == 1; /* else N == 1: the result is a column */
+    const int64_t L = row ? N : M;
+    /* The vector operand: op(A)[0, :] for a row result, op(B)[:, 0] for a column. */
+    const float *xv = row ? A : B;
+    const int64_t xs = row ? (trans_a ? lda : 1) : (trans_b ? 1 : ldb);
+    /* The matrix operand and whether its rows run along L (axpy form) or along K (dot). */
+    const float *mat = row ? B : A;
+    const int64_t ld = row ? ldb : lda;
+    const int axpy = row ? !trans_b : trans_a;
+
+    float *x = ws, *y = ws + bg__round_up(K, 16);
+    if (xs != 1) {
+        for (int64_t k = 0; k < K; ++k) x[k] = xv[k * xs];
+        xv = x;
+    }
+    if (axpy)
+        bg__gemv_axpy(L, K, mat, ld, xv, y);
+    else
+        bg__gemv_dot(L, K, mat, ld, xv, y);
+
+    const int64_t cs = row ? 1 : ldc; /* stride between consecutive results in C */
+    for (int64_t l = 0; l < L; ++l) {
+        float v = alpha * y[l];
+        if (beta != 0.0f) v += beta * C[l * cs];
+        y[l] = v;
+    }
+    if (bg__epilogue_active(ep)) {
+        /* Bias along L when its axis is the one that varies, otherwise one scalar. */
+        const int along = ep->bias && ep->bias_axis == (row ? 0 : 1);
+        const float *bv = along ? ep->bias : NULL;
+        const float bsc = ep->bias && !along ? ep->bias[0] : 0.0f;
+        bg__epilogue_row(y, L, bv, bsc, ep);
+    }
+    for (int64_t l = 0; l < L; ++l) C[l * cs] = y[l];
+}

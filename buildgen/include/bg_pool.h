@@ -1,0 +1,82 @@
+/* bg_pool.h — 2-D max and average pooling (part of bg_kernels.h; include that instead).
+ *
+ * Both run one output row at a time through bg_window.h (padding checks only at the row's
+ * edges, vectorized interior); average pooling then divides by each window's tap count.
+ */
+#ifndef BG_KERNELS_H
+#error "include bg_kernels.h, not bg_pool.h"
+#endif
+#ifndef BG_POOL_H
+#define BG_POOL_H
+
+typedef struct bg_pool2d_params {
+    int64_t N, C, H, W, OH, OW, KH, KW;
+    int64_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    int count_include_pad; /* AveragePool only */
+    /* Added to the given API: read only by AveragePool with count_include_pad, whose
+     * divisor counts the window's positions inside the padded image. With ceil_mode a
+     * window can overhang the bottom/right padding, and OH/OW alone do not say by how
+     * much (onnxruntime does not count the overhang). */
+    int64_t pad_bottom, pad_right;
+} bg_pool2d_params;
+
+/* Number of taps t in [0, k) with lo <= base + t*d < hi (d >= 1). */
+static inline int64_t bg__count_taps(int64_t base, int64_t d, int64_t k, int64_t lo, int64_t hi)
+{
+    int64_t first = base >= lo ? 0 : (lo - base + d - 1) / d;
+    int64_t last = base >= hi ? -1 : (hi - 1 - base) / d; /* inclusive */
+    if (last > k - 1) last = k - 1;
+    return last >= first ? last - first + 1 : 0;
+}
+
+static inline bg__window bg__pool_window(const bg_pool2d_params *p)
+{
+    return bg__window_make(p->H, p->W, p->OW, p->KH, p->KW, p->stride_h, p->stride_w, p->dil_h,
+                           p->dil_w, p->pad_top, p->pad_left);
+}
+
+BG_API void bg_maxpool2d(const bg_pool2d_params *p, const float *X, float *Y)
+{
+    const bg__window win = bg__pool_window(p);
+    const int64_t planes = p->N * p->C;
+    for (int64_t pl = 0; pl < planes; ++pl) {
+        const float *x = X + pl * p->H * p->W;
+        float *y = Y + pl * p->OH * p->OW;
+        for (int64_t oh = 0; oh < p->OH; ++oh)
+            bg__window_row(&win, BG__WIN_MAX, x, NULL, oh, y + oh * p->OW);
+    }
+}
+
+BG_API void bg_avgpool2d(const bg_pool2d_params *p, const float *X, float *Y)
+{
+    const bg__window win = bg__pool_window(p);
+    const int64_t planes = p->N * p->C;
+    /* The divisor counts taps inside the image, or inside the padded image. */
+    const int64_t h_lo = p->count_include_pad ? -p->pad_top : 0;
+    const int64_t h_hi = p->count_include_pad ? p->H + p->pad_bottom : p->H;
+    const int64_t w_lo = p->count_include_pad ? -p->pad_left : 0;
+    const int64_t w_hi = p->count_include_pad ? p->W + p->pad_right : p->W;
+    for (int64_t pl = 0; pl < planes; ++pl) {
+        const float *x = X + pl * p->H * p->W;
+        float *y = Y + pl * p->OH * p->OW;
+        for (int64_t oh = 0; oh < p->OH; ++oh) {
+            float *yr = y + oh * p->OW;
+            bg__window_row(&win, BG__WIN_SUM, x, NULL, oh, yr);
+            const int64_t nh = bg__count_taps(oh * p->stride_h - p->pad_top, p->dil_h, p->KH,
+                                              h_lo, h_hi);
+            /* Interior windows hold all KW columns; only edge columns need counting. */
+            const float inner = (float)(nh * p->KW);
+            for (int64_t ow = 0; ow < p->OW; ++ow) {
+                if (ow >= win.ow_a && ow < win.ow_b) {
+                    yr[ow] /= inner;
+                    continue;
+                }
+                const int64_t nw = bg__count_taps(ow * p->stride_w - p->pad_left, p->dil_w,
+                                                  p->KW, w_lo, w_hi);
+                yr[ow] /= (float)(nh * nw);
+            }
+        }
+    }
+}
+
+#endif /* BG_POOL_H */

@@ -1,0 +1,70 @@
+"""Build the Manifest dataclasses from data that passed validation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from buildgen.manifest.frozen import freeze
+from buildgen.manifest.model import Manifest, ModelSpec, PartitionOptions, TargetSpec
+from buildgen.manifest.semantic import resolve
+from buildgen.manifest.sourcemap import SourceMap
+
+DEFAULT_BUILD_DIR = "build"
+
+
+def assemble(data: dict[str, Any], source_map: SourceMap, path: Path) -> Manifest:
+    """``data`` must have passed schema and semantic checks; ``path`` is absolute."""
+    root = path.parent
+    defaults = _partition(data.get("partition", {}), root, PartitionOptions())
+    models = tuple(
+        _model(name, model, root, defaults, source_map)
+        for name, model in sorted(data.get("models", {}).items())
+    )
+    targets = tuple(
+        TargetSpec(name, freeze(value), source_map.locate_key(("targets", name)))
+        for name, value in sorted(data.get("targets", {}).items())
+    )
+    return Manifest(
+        path=path,
+        root=root,
+        build_dir=resolve(root, data.get("build_dir", DEFAULT_BUILD_DIR)),
+        models=models,
+        targets=targets,
+        partition=defaults,
+        locations=source_map,
+    )
+
+
+def _model(
+    name: str,
+    model: dict[str, Any],
+    root: Path,
+    defaults: PartitionOptions,
+    source_map: SourceMap,
+) -> ModelSpec:
+    inputs = tuple(
+        # int(): JSON Schema counts 8.0 as an integer; the IR wants ints.
+        (input_name, tuple(int(dim) for dim in shape))
+        for input_name, shape in sorted(model.get("inputs", {}).items())
+    )
+    return ModelSpec(
+        name=name,
+        source=resolve(root, model["source"]),
+        inputs=inputs,
+        targets=tuple(model["targets"]),
+        pins=tuple(sorted(model.get("pin", {}).items())),
+        partition=_partition(model.get("partition", {}), root, defaults),
+        location=source_map.locate_key(("models", name)),
+    )
+
+
+def _partition(options: dict[str, Any], root: Path, base: PartitionOptions) -> PartitionOptions:
+    changes: dict[str, Any] = {}
+    if "policy" in options:
+        changes["policy"] = options["policy"]
+    for key in ("records", "file"):
+        if key in options:
+            changes[key] = resolve(root, options[key])
+    return dataclasses.replace(base, **changes)

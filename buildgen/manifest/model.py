@@ -1,0 +1,88 @@
+"""The manifest as the rest of buildgen sees it: validated, resolved, immutable.
+
+Paths are absolute (relative ones start at the manifest's folder). Mapping order in YAML
+carries no meaning, so models, targets, inputs and pins are sorted by name: reordering a
+manifest changes no output. A model's ``targets`` list keeps its order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from buildgen.errors import Diagnostic, SourceLocation
+from buildgen.manifest.sourcemap import NodePath, SourceMap
+
+
+@dataclass(frozen=True)
+class PartitionOptions:
+    """How a model is partitioned; a model's own options override the manifest's defaults."""
+
+    policy: str = "priority"  # "priority" or "cost"
+    records: Path | None = None  # tuning records the cost policy reads
+    file: Path | None = None  # a partition file
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # a C identifier: it prefixes the model's C API
+    source: Path  # absolute
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]  # input name -> shape, sorted by name
+    targets: tuple[str, ...]  # in the order written
+    pins: tuple[tuple[str, str], ...]  # node name or pattern -> target, sorted by pattern
+    partition: PartitionOptions = PartitionOptions()
+    location: SourceLocation | None = None  # the model's key in the manifest
+
+    def input_shape(self, name: str) -> tuple[int, ...] | None:
+        return dict(self.inputs).get(name)
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A target as written: a kind or tag name, or a read-only mapping (FrozenDict).
+
+    Its attributes are checked against the kind's schema by the targets stage;
+    buildgen.manifest.thaw() gives a mutable copy.
+    """
+
+    name: str
+    data: Any  # str | FrozenDict
+    location: SourceLocation | None = None  # the target's key in the manifest
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path  # absolute
+    root: Path  # the manifest's folder; relative paths in it start here
+    build_dir: Path  # absolute
+    models: tuple[ModelSpec, ...]  # sorted by name
+    targets: tuple[TargetSpec, ...]  # sorted by name
+    partition: PartitionOptions = PartitionOptions()  # defaults the models started from
+    locations: SourceMap | None = field(default=None, compare=False, repr=False)
+
+    def model(self, name: str) -> ModelSpec:
+        for model in self.models:
+            if model.name == name:
+                return model
+        raise KeyError(name)
+
+    def target(self, name: str) -> TargetSpec:
+        for target in self.targets:
+            if target.name == name:
+                return target
+        raise KeyError(name)
+
+    def locate(self, path: NodePath) -> SourceLocation | None:
+        """Where the value at ``path`` (e.g. ``("targets", "gpu", "device", "arch")``) is
+        written, or its nearest written ancestor."""
+        return self.locations.locate(path) if self.locations else None
+
+    def diagnostic(
+        self, path: NodePath, message: str, hint: str | None = None, *, at_key: bool = False
+    ) -> Diagnostic:
+        """A diagnostic ``<dotted path>: <message>`` pointing into the manifest, for stages
+        that find problems in what the manifest says (unknown attribute, bad option)."""
+        if self.locations is None:
+            return Diagnostic(message, None, hint)
+        return self.locations.diagnostic(path, message, hint, at_key=at_key)

@@ -1,0 +1,246 @@
+"""Plan the build: the manifest's models and resolved targets -> a BuildPlan.
+
+Every decision is made here, at gen time: which backends a target has (so the graph is
+static: one codegen action per backend, even one that ends up with no regions), which
+compiler and flags each source gets, which files each stage reads. Actions only execute.
+Anything that changes an output is an input or on the command line: input shapes and pins
+on the import/partition command, flags on the compile command, buildgen's version on every
+stage command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from buildgen.errors import BuildgenError
+from buildgen.manifest import ModelSpec
+from buildgen.ninja import rules
+from buildgen.ninja.context import GenContext
+from buildgen.ninja.layout import BUILD_NINJA, SOURCE_EXTENSIONS, ModelFiles, TargetFiles
+from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
+from buildgen.targets import ResolvedTarget, Toolchain
+
+ALL = "all"
+# What the user-facing description says for a compile, by source language.
+_COMPILE_VERB = {"c": "CC", "cxx": "CXX", "cuda": "NVCC"}
+
+
+def plan_build(
+    models: Sequence[ModelSpec],
+    targets: Mapping[str, ResolvedTarget],
+    ctx: GenContext,
+    gen_outputs: Sequence[str],
+) -> BuildPlan:
+    """`targets` holds every target a model names; `gen_outputs` are the files gen writes
+    besides build.ninja (target.json, options/*.json), declared so ninja knows their maker."""
+    actions: list[Action] = [_gen_action(ctx, gen_outputs)]
+    phonies: list[Phony] = []
+    for model in models:
+        if model.name == ALL:
+            raise BuildgenError(f"model name {ALL!r} clashes with the build's default target")
+        actions.append(_import_action(model, ctx))
+        for target_name in model.targets:
+            files = TargetFiles(model.name, target_name)
+            actions += _target_actions(model, targets[target_name], files, ctx)
+            phonies.append(Phony(files.phony, _products(files)))
+        target_phonies = tuple(TargetFiles(model.name, t).phony for t in model.targets)
+        phonies.append(Phony(model.name, target_phonies))
+    phonies.append(Phony(ALL, tuple(m.name for m in models)))
+    # ninja's built-in `console` pool must not be redeclared.
+    pools = sorted({a.pool for a in actions if a.pool and a.pool != "console"})
+    stages = (*ctx.python, "-m", "buildgen.stages", "--buildgen-version", ctx.version)
+    return BuildPlan(
+        variables=((rules.PYTHON, ctx.python), (rules.STAGES, stages)),
+        pools=tuple(Pool(name, ctx.pool_depth(name)) for name in pools),
+        rules=rules.ALL_RULES,
+        actions=tuple(actions),
+        phonies=tuple(phonies),
+        defaults=(ALL,),
+    )
+
+
+def _products(files: TargetFiles) -> tuple[str, ...]:
+    return (files.shared_lib, files.static_lib, files.header, files.report_json, files.report_md)
+
+
+def _gen_action(ctx: GenContext, gen_outputs: Sequence[str]) -> Action:
+    return Action(
+        rule=rules.GEN.name,
+        outputs=(BUILD_NINJA,),
+        implicit_outputs=tuple(sorted(gen_outputs)),
+        inputs=(ctx.path(ctx.manifest),),
+        implicit=tuple(ctx.path(p) for p in ctx.generator_inputs),
+        description=f"GEN {BUILD_NINJA}",
+        # ninja runs gen in the build dir, so the build dir is "." on this command line.
+        variables=(("args", ("--manifest", ctx.path(ctx.manifest), "--build-dir", ".")),),
+    )
+
+
+def _import_action(model: ModelSpec, ctx: GenContext) -> Action:
+    files = ModelFiles(model.name)
+    source = ctx.path(model.source)
+    args = ["--model", model.name, "--source", source]
+    for name, shape in model.inputs:
+        args += ["--input", f"{name}={','.join(str(d) for d in shape)}"]
+    args += ["--graph", files.graph, "--weights", files.weights, "--depfile", files.import_depfile]
+    return Action(
+        rule=rules.IMPORT.name,
+        outputs=(files.graph, files.weights),
+        inputs=(source,),
+        description=f"IMPORT {model.name}",
+        variables=(("args", tuple(args)), ("dep", files.import_depfile)),
+    )
+
+
+def _target_actions(
+    model: ModelSpec, target: ResolvedTarget, files: TargetFiles, ctx: GenContext
+) -> list[Action]:
+    graph = ModelFiles(model.name)
+    actions = [_partition_action(model, files, graph, ctx)]
+    objects: list[str] = []
+    host = target.toolchain(target.host_kind)
+    includes = ("-I" + ctx.path(ctx.include_dir), "-I" + files.include_dir)
+    for backend in target.backends:
+        toolchain = target.toolchain(backend)
+        if toolchain.language not in SOURCE_EXTENSIONS:
+            raise BuildgenError(
+                f"backend {backend!r} declares language {toolchain.language!r}; buildgen "
+                f"compiles {', '.join(sorted(SOURCE_EXTENSIONS))}"
+            )
+        source = files.backend_source(backend, toolchain.language)
+        actions.append(
+            Action(
+                rule=rules.CODEGEN.name,
+                outputs=(source,),
+                # weights.bin: constant values (Slice starts, Reshape shapes) shape the code.
+                inputs=(graph.graph, graph.weights, files.partition, files.options(backend)),
+                description=f"CODEGEN {backend} {files.label}",
+                variables=(("args", (
+                    "--model", model.name, "--backend", backend, "--graph", graph.graph,
+                    "--weights", graph.weights, "--partition", files.partition,
+                    "--options", files.options(backend), "--out", source,
+                )),),
+            )
+        )
+        objects.append(files.obj(backend))
+        actions.append(_compile(source, files.obj(backend), toolchain, includes, files))
+    actions.append(
+        Action(
+            rule=rules.EXECUTOR.name,
+            outputs=(files.executor_source, files.header, files.weights_asm),
+            inputs=(graph.graph, files.partition),
+            description=f"EXECUTOR {files.label}",
+            variables=(("args", (
+                "--model", model.name, "--graph", graph.graph, "--partition", files.partition,
+                "--weights-path", graph.weights, "--source", files.executor_source,
+                "--header", files.header, "--asm", files.weights_asm,
+            )),),
+        )
+    )
+    objects.append(files.obj("model"))
+    actions.append(_compile(files.executor_source, files.obj("model"), host, includes, files))
+    objects.append(files.obj("weights"))
+    # .incbin is invisible to the compiler's depfile, so weights.bin is declared here.
+    actions.append(
+        _compile(files.weights_asm, files.obj("weights"), host, includes, files, (graph.weights,))
+    )
+    actions += _link_actions(target, host, objects, files)
+    actions.append(
+        Action(
+            rule=rules.REPORT.name,
+            outputs=(files.report_json, files.report_md),
+            inputs=(files.target_file, graph.graph, graph.weights, files.partition),
+            description=f"REPORT {files.label}",
+            variables=(("args", (
+                "--model", model.name, "--target", files.target_file, "--graph", graph.graph,
+                "--weights", graph.weights,
+                "--partition", files.partition, "--json", files.report_json,
+                "--md", files.report_md,
+            )),),
+        )
+    )
+    return actions
+
+
+def _partition_action(
+    model: ModelSpec, files: TargetFiles, graph: ModelFiles, ctx: GenContext
+) -> Action:
+    # The partition reads the target restricted to code-affecting attributes, so a compile
+    # flag (opt_level, cflags) changes no partition input and re-runs no partition.
+    args = ["--model", model.name, "--target", files.codegen_target_file, "--graph", graph.graph]
+    for pattern, backend in model.pins:
+        args += ["--pin", f"{pattern}={backend}"]
+    inputs = [graph.graph, files.codegen_target_file]
+    options = model.partition
+    args += ["--policy", options.policy]
+    if options.records is not None:
+        args += ["--records", ctx.path(options.records)]
+        inputs.append(ctx.path(options.records))
+    if options.file is not None:
+        args += ["--partition-file", ctx.path(options.file)]
+        inputs.append(ctx.path(options.file))
+    args += ["--out", files.partition]
+    return Action(
+        rule=rules.PARTITION.name,
+        outputs=(files.partition,),
+        inputs=tuple(inputs),
+        description=f"PARTITION {files.label}",
+        variables=(("args", tuple(args)),),
+    )
+
+
+def _compile(
+    source: str,
+    obj: str,
+    toolchain: Toolchain,
+    includes: tuple[str, ...],
+    files: TargetFiles,
+    implicit: tuple[str, ...] = (),
+) -> Action:
+    name = obj.rsplit("/", 1)[-1]
+    return Action(
+        rule=rules.COMPILE.name,
+        outputs=(obj,),
+        inputs=(source,),
+        implicit=implicit,
+        # The header is generated: it must exist before the first compile's depfile can
+        # mention it; afterwards the depfile tracks it.
+        order_only=(files.header,),
+        description=f"{_COMPILE_VERB.get(toolchain.language, 'CC')} {files.label} {name}",
+        variables=(
+            ("cc", (toolchain.cc,)),
+            ("cflags", toolchain.cflags),
+            ("includes", includes),
+        ),
+        pool=toolchain.pool,
+    )
+
+
+def _link_actions(
+    target: ResolvedTarget, host: Toolchain, objects: list[str], files: TargetFiles
+) -> list[Action]:
+    # Accelerators' libraries first, then the host's. Flags are kept as whole per-backend
+    # groups (a flag may take the next one as its value); only a repeated group is dropped.
+    groups: list[tuple[str, ...]] = []
+    for backend in target.backends:
+        group = target.toolchain(backend).ldflags
+        if group not in groups:
+            groups.append(group)
+    ldflags = [flag for group in groups for flag in group]
+    lib = files.shared_lib.rsplit("/", 1)[-1]
+    archive = files.static_lib.rsplit("/", 1)[-1]
+    return [
+        Action(
+            rule=rules.LINK_SHARED.name,
+            outputs=(files.shared_lib,),
+            inputs=tuple(objects),
+            description=f"LINK {files.label} {lib}",
+            variables=(("ld", (host.cc,)), ("ldflags", tuple(ldflags))),
+        ),
+        Action(
+            rule=rules.ARCHIVE.name,
+            outputs=(files.static_lib,),
+            inputs=tuple(objects),
+            description=f"AR {files.label} {archive}",
+        ),
+    ]

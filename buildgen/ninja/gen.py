@@ -1,0 +1,41 @@
+"""`buildgen gen`: manifest -> build.ninja plus the option files its actions read."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildgen.fsutil import write_if_changed
+from buildgen.manifest import Manifest, load_manifest
+from buildgen.ninja.actions import plan_build
+from buildgen.ninja.context import current_context
+from buildgen.ninja.emit import emit
+from buildgen.ninja.genfiles import gen_files
+from buildgen.ninja.layout import BUILD_NINJA
+from buildgen.targets import is_known_target, resolve_targets
+
+
+@dataclass(frozen=True)
+class GenResult:
+    manifest: Manifest
+    build_dir: Path  # absolute
+    build_ninja: Path
+    changed: tuple[str, ...]  # files rewritten this time, relative to the build dir
+
+
+def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
+    """Load and check the manifest, resolve its targets, write the build files.
+
+    build.ninja is written last, so an interrupted gen never leaves a build.ninja that
+    names option files which do not exist yet.
+    """
+    manifest = load_manifest(manifest_path, is_known_target)
+    targets = resolve_targets(manifest)
+    out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
+    ctx = current_context(manifest.path, manifest.root, out_dir)
+    files = gen_files(manifest.models, targets)
+    plan = plan_build(manifest.models, targets, ctx, tuple(files))
+    files[BUILD_NINJA] = emit(plan, ctx.version)
+    changed = tuple(path for path, text in files.items() if write_if_changed(out_dir / path, text))
+    return GenResult(manifest, out_dir, out_dir / BUILD_NINJA, changed)

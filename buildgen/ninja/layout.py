@@ -1,0 +1,115 @@
+"""Where every file of a build lives, relative to the build directory (ninja's cwd).
+
+    <model>/graph.json, <model>/weights.bin          import
+    <model>/<target>/target.json                     gen: the canonical resolved target
+    <model>/<target>/options/target.json             gen: the target, code-affecting attributes only
+    <model>/<target>/options/<backend>.json          gen: one backend's codegen options
+    <model>/<target>/partition.json                  partition
+    <model>/<target>/src/<backend>.<ext>             codegen, one per backend of the target
+    <model>/<target>/src/model.c, src/weights.S      executor
+    <model>/<target>/include/<model>.h               executor
+    <model>/<target>/obj/<name>.o                    compile
+    <model>/<target>/lib<model>.so, lib<model>.a     link
+    <model>/<target>/report.json, report.md          report
+
+One place for these names keeps the planner, the stages' command lines and the tests in
+agreement. Model names are C identifiers and target names are [A-Za-z][A-Za-z0-9_-]*
+(the manifest checks both), so they are safe as folder names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BUILD_NINJA = "build.ninja"
+
+# The extension of a generated source, by the language its toolchain compiles.
+SOURCE_EXTENSIONS = {"c": "c", "cxx": "cc", "cuda": "cu"}
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    model: str
+
+    @property
+    def graph(self) -> str:
+        return f"{self.model}/graph.json"
+
+    @property
+    def weights(self) -> str:
+        return f"{self.model}/weights.bin"
+
+    @property
+    def import_depfile(self) -> str:
+        return f"{self.model}/graph.json.d"
+
+
+@dataclass(frozen=True)
+class TargetFiles:
+    model: str
+    target: str
+
+    def _at(self, name: str) -> str:
+        return f"{self.model}/{self.target}/{name}"
+
+    @property
+    def label(self) -> str:
+        """How descriptions and phony targets name this pair."""
+        return f"{self.model}/{self.target}"
+
+    @property
+    def phony(self) -> str:
+        return f"{self.model}-{self.target}"
+
+    @property
+    def target_file(self) -> str:
+        return self._at("target.json")
+
+    @property
+    def codegen_target_file(self) -> str:
+        return self._at("options/target.json")
+
+    def options(self, backend: str) -> str:
+        return self._at(f"options/{backend}.json")
+
+    @property
+    def partition(self) -> str:
+        return self._at("partition.json")
+
+    def backend_source(self, backend: str, language: str) -> str:
+        return self._at(f"src/{backend}.{SOURCE_EXTENSIONS[language]}")
+
+    @property
+    def executor_source(self) -> str:
+        return self._at("src/model.c")
+
+    @property
+    def weights_asm(self) -> str:
+        return self._at("src/weights.S")
+
+    @property
+    def header(self) -> str:
+        return self._at(f"include/{self.model}.h")
+
+    @property
+    def include_dir(self) -> str:
+        return self._at("include")
+
+    def obj(self, stem: str) -> str:
+        return self._at(f"obj/{stem}.o")
+
+    @property
+    def shared_lib(self) -> str:
+        return self._at(f"lib{self.model}.so")
+
+    @property
+    def static_lib(self) -> str:
+        return self._at(f"lib{self.model}.a")
+
+    @property
+    def report_json(self) -> str:
+        return self._at("report.json")
+
+    @property
+    def report_md(self) -> str:
+        return self._at("report.md")

@@ -1,0 +1,53 @@
+"""The fixed set of ninja rules buildgen emits.
+
+Every rule takes its description from the action (`$desc`) and its arguments from
+per-action variables that are argument lists (`$args`, `$cflags`, ...), shell-quoted once
+by the writer. Stage rules are `restat`: stages write their outputs only when the bytes
+change, so an unchanged output stops the wave of rebuilds there.
+"""
+
+from __future__ import annotations
+
+from buildgen.ninja.plan import Rule
+
+# File-level variables the rules use; their values come from the plan.
+PYTHON = "python"  # the interpreter (and PYTHONPATH when buildgen is not installed)
+STAGES = "stages"  # $python -m buildgen.stages --buildgen-version <v>
+
+GEN = Rule(
+    "gen",
+    command=f"${PYTHON} -m buildgen gen $args",
+    generator=True,
+    # gen rewrites build.ninja and its option files only when their bytes change; restat
+    # lets a touched-but-unchanged manifest cost nothing beyond gen itself.
+    restat=True,
+)
+
+
+def _stage(name: str, depfile: str | None = None, deps: str | None = None) -> Rule:
+    return Rule(
+        name, command=f"${STAGES} {name} $args", depfile=depfile, deps=deps, restat=True
+    )
+
+
+IMPORT = _stage("import", depfile="$dep", deps="gcc")
+PARTITION = _stage("partition")
+CODEGEN = _stage("codegen")
+EXECUTOR = _stage("executor")
+REPORT = _stage("report")
+
+# Flags live on the command line, so changing one re-runs exactly the compiles it touches.
+# gcc, clang and nvcc all understand -MD -MF; `deps = gcc` moves the depfile into
+# .ninja_deps (and deletes it), keeping the build dir small.
+COMPILE = Rule(
+    "cc",
+    command="$cc $cflags $includes -MD -MF $out.d -c $in -o $out",
+    depfile="$out.d",
+    deps="gcc",
+)
+# rcsD: D stores zero timestamps/uids so the archive is the same bytes every time. The old
+# archive is removed first because `ar r` would keep members that are no longer inputs.
+ARCHIVE = Rule("ar", command="rm -f $out && ar rcsD $out $in")
+LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $ldflags")
+
+ALL_RULES = (GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, COMPILE, ARCHIVE, LINK_SHARED)

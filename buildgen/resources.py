@@ -1,0 +1,41 @@
+"""The one lookup for data shipped with buildgen (rules/, schemas/, C headers, CMake files).
+
+In a repository checkout the folders sit at the top of the repo; in an installed wheel
+they are the packages buildgen._rules and buildgen._schemas. Never relative to the cwd.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _shipped(package: str, repo_folder: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            if Path(location).is_dir():
+                return Path(location)
+    return _PACKAGE_DIR.parent / repo_folder
+
+
+@cache
+def rules_dir() -> Path:
+    return _shipped("buildgen._rules", "rules")
+
+
+@cache
+def schemas_dir() -> Path:
+    return _shipped("buildgen._schemas", "schemas")
+
+
+def include_dir() -> Path:
+    """C headers shared by generated sources (the module ABI, C kernels)."""
+    return _PACKAGE_DIR / "include"
+
+
+def cmake_dir() -> Path:
+    return _PACKAGE_DIR / "cmake"

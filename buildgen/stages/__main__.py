@@ -1,0 +1,5 @@
+import sys
+
+from buildgen.stages.runner import main
+
+sys.exit(main())

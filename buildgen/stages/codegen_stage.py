@@ -1,0 +1,55 @@
+"""codegen: one backend's source module (all of its regions) for one model and target.
+
+gen knows every backend of a target, so build.ninja holds one codegen action per backend;
+a backend given no region still writes a valid, empty module. That keeps the graph static:
+nothing about the partition's result changes which actions exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from buildgen.errors import error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--backend", required=True, help="the backend kind, e.g. c")
+    parser.add_argument("--graph", required=True)
+    parser.add_argument("--weights", required=True, help="weights.bin")
+    parser.add_argument("--partition", required=True)
+    parser.add_argument("--options", required=True, help="options/<backend>.json")
+    parser.add_argument("--out", required=True, help="the source file to write")
+
+
+def outputs(args: argparse.Namespace) -> list[str]:
+    return [args.out]
+
+
+def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
+    from buildgen.backends.registry import get_backend
+    from buildgen.ir.serialize import graph_digest, load_graph, load_weights
+    from buildgen.ninja.layout import SOURCE_EXTENSIONS
+    from buildgen.ninja.options_file import load_options
+    from buildgen.stages.checks import load_checked_partition
+
+    kind, options = load_options(args.options)
+    if kind != args.backend:
+        raise error(f"{args.options}: options of backend {kind!r}, expected {args.backend!r}")
+    text = Path(args.graph).read_text()
+    graph = load_graph(text)
+    partition = load_checked_partition(args.partition, args.model, graph_digest(text))
+    weights = load_weights(graph, args.weights)
+    source = get_backend(kind).generate(args.model, graph, partition, options, weights)
+    # build.ninja named the file (and picked its compile rule) from the backend's declared
+    # language at gen time; a backend producing something else must not slip through.
+    expected = SOURCE_EXTENSIONS.get(source.language)
+    if expected is None or not args.out.endswith(f".{expected}"):
+        raise error(
+            f"backend {kind!r} generated {source.filename!r} ({source.language}), "
+            f"but the build expects {Path(args.out).name!r}",
+            hint=f"check the language declared in rules/{kind}.yaml",
+        )
+    return {args.out: source.text}

@@ -1,0 +1,36 @@
+"""report: target.json + graph.json + partition.json -> report.json and report.md."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--target", required=True, help="target.json")
+    parser.add_argument("--graph", required=True)
+    parser.add_argument("--weights", required=True, help="weights.bin")
+    parser.add_argument("--partition", required=True)
+    parser.add_argument("--json", required=True, help="report.json to write")
+    parser.add_argument("--md", required=True, help="report.md to write")
+
+
+def outputs(args: argparse.Namespace) -> list[str]:
+    return [args.json, args.md]
+
+
+def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
+    from buildgen.codegen.report import write_report
+    from buildgen.ir.serialize import graph_digest, load_graph, load_weights
+    from buildgen.stages.checks import load_checked_partition
+    from buildgen.targets import load_target_file
+
+    text = Path(args.graph).read_text()
+    graph = load_graph(text)
+    partition = load_checked_partition(args.partition, args.model, graph_digest(text))
+    target = load_target_file(args.target)
+    weights = load_weights(graph, args.weights)
+    json_text, markdown = write_report(args.model, target, graph, partition, weights)
+    return {args.json: json_text, args.md: markdown}

@@ -1,0 +1,257 @@
+"""MatMul, Gemm, Conv, ConvTranspose and pools (through bg_kernels.h), with fused
+epilogues, against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from c_cases import Case, CaseResults, node, rand, run_cases
+
+RNG = np.random.default_rng(11)
+
+
+def _mm(name: str, a: tuple[int, ...], b: tuple[int, ...]) -> Case:
+    return Case(
+        name, [node("MatMul", ["a", "b"], ["y"])], {"a": rand(RNG, *a), "b": rand(RNG, *b)}, ["y"]
+    )
+
+
+def _gemm(
+    name: str, a: tuple[int, ...], b: tuple[int, ...], c: tuple[int, ...] | None, **attrs: object
+) -> Case:
+    weights = {"b": rand(RNG, *b)}
+    inputs = ["a", "b"]
+    if c is not None:
+        weights["c"] = rand(RNG, *c)
+        inputs.append("c")
+    return Case(name, [node("Gemm", inputs, ["y"], **attrs)], {"a": rand(RNG, *a)}, ["y"], weights)
+
+
+def _conv(
+    name: str,
+    x: tuple[int, ...],
+    w: tuple[int, ...],
+    bias: bool = True,
+    act: str = "",
+    **attrs: object,
+) -> Case:
+    weights = {"w": rand(RNG, *w, low=-0.5, high=0.5)}
+    inputs = ["x", "w"]
+    if bias:
+        weights["b"] = rand(RNG, w[0])
+        inputs.append("b")
+    nodes = [node("Conv", inputs, ["c" if act else "y"], **attrs)]
+    if act:
+        nodes.append(node(act, ["c"], ["y"]))
+    return Case(name, nodes, {"x": rand(RNG, *x)}, ["y"], weights)
+
+
+def _pool(name: str, op: str, x: tuple[int, ...], **attrs: object) -> Case:
+    return Case(name, [node(op, ["x"], ["y"], **attrs)], {"x": rand(RNG, *x)}, ["y"])
+
+
+MATMUL = [
+    _mm("mm_2d", (7, 33), (33, 29)),
+    _mm("mm_batched_b_shared", (2, 3, 5, 16), (16, 8)),
+    _mm("mm_batched_both", (3, 4, 6), (3, 6, 5)),
+    _mm("mm_broadcast_batch", (2, 1, 4, 6), (3, 6, 5)),
+    _mm("mm_vec_mat", (6,), (2, 6, 5)),
+    _mm("mm_mat_vec", (2, 4, 6), (6,)),
+    _mm("mm_vec_vec", (9,), (9,)),
+    _mm("mm_gemv_n1", (40, 30), (30, 1)),
+    Case(
+        "mm_add_relu",
+        [
+            node("MatMul", ["x", "w"], ["h"]),
+            node("Add", ["h", "bias"], ["s"]),
+            node("Relu", ["s"], ["y"]),
+        ],
+        {"x": rand(RNG, 2, 5, 12)},
+        ["y"],
+        {"w": rand(RNG, 12, 10), "bias": rand(RNG, 10)},
+    ),
+    Case(
+        "mm_bias_first_tanh",
+        [
+            node("MatMul", ["x", "w"], ["h"]),
+            node("Add", ["bias", "h"], ["s"]),
+            node("Tanh", ["s"], ["y"]),
+        ],
+        {"x": rand(RNG, 4, 12)},
+        ["y"],
+        {"w": rand(RNG, 12, 3), "bias": rand(RNG, 1, 3)},
+    ),
+    Case(
+        "mm_clip",
+        [node("MatMul", ["x", "w"], ["h"]), node("Clip", ["h", "lo", "hi"], ["y"])],
+        {"x": rand(RNG, 4, 12)},
+        ["y"],
+        {"w": rand(RNG, 12, 6), "lo": np.array(0.0, np.float32), "hi": np.array(1.5, np.float32)},
+    ),
+]
+
+MATMUL += [
+    Case(
+        "mm_div_add_relu",
+        [
+            node("MatMul", ["x", "w"], ["h"]),
+            node("Div", ["h", "d"], ["q"]),
+            node("Add", ["q", "bias"], ["s"]),
+            node("Relu", ["s"], ["y"]),
+        ],
+        {"x": rand(RNG, 3, 4, 12)},
+        ["y"],
+        {"w": rand(RNG, 12, 5), "d": np.array(4.0, np.float32), "bias": rand(RNG, 5)},
+    ),
+    Case(
+        "gemm_scaled",
+        [node("Gemm", ["x", "w"], ["h"], alpha=2.0), node("Mul", ["s", "h"], ["y"])],
+        {"x": rand(RNG, 3, 12)},
+        ["y"],
+        {"w": rand(RNG, 12, 5), "s": np.array([0.25], np.float32)},
+    ),
+]
+
+GEMM = [
+    _gemm("gemm_plain", (5, 7), (7, 3), None),
+    _gemm("gemm_bias_row", (5, 7), (7, 3), (3,)),
+    _gemm("gemm_trans_alpha", (7, 5), (3, 7), (1, 3), transA=1, transB=1, alpha=0.5),
+    _gemm("gemm_beta_full_c", (5, 7), (7, 3), (5, 3), beta=0.25),
+    _gemm("gemm_c_per_row", (5, 7), (7, 3), (5, 1)),
+    _gemm("gemm_c_scalar", (5, 7), (7, 3), (1,), beta=2.0),
+]
+
+CONV = [
+    _conv("conv_basic", (1, 3, 9, 9), (4, 3, 3, 3)),
+    _conv("conv_pad_stride", (2, 3, 10, 11), (5, 3, 3, 3), pads=[1, 1, 1, 1], strides=[2, 2]),
+    _conv("conv_asym_pad_dil", (1, 2, 12, 12), (3, 2, 3, 2), pads=[2, 0, 1, 1], dilations=[2, 1]),
+    _conv("conv_groups", (1, 4, 8, 8), (6, 2, 3, 3), group=2, pads=[1, 1, 1, 1]),
+    _conv(
+        "conv_depthwise_relu", (1, 6, 8, 8), (6, 1, 3, 3), act="Relu", group=6, pads=[1, 1, 1, 1]
+    ),
+    _conv("conv_pointwise_nobias", (2, 8, 5, 5), (4, 8, 1, 1), bias=False),
+    _conv("conv_same_upper", (1, 3, 7, 7), (2, 3, 4, 4), auto_pad="SAME_UPPER", strides=[2, 2]),
+    _conv("conv_same_lower", (1, 3, 7, 7), (2, 3, 4, 4), auto_pad="SAME_LOWER"),
+    _conv("conv_valid_sigmoid", (1, 3, 7, 7), (2, 3, 3, 3), act="Sigmoid", auto_pad="VALID"),
+    _conv("conv_1d", (2, 3, 20), (4, 3, 5), pads=[2, 2], strides=[2]),
+    Case(
+        "conv_add_bias_leaky",
+        [
+            node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            node("Add", ["c", "b"], ["s"]),
+            node("LeakyRelu", ["s"], ["y"], alpha=0.1),
+        ],
+        {"x": rand(RNG, 1, 3, 6, 6)},
+        ["y"],
+        {"w": rand(RNG, 4, 3, 3, 3), "b": rand(RNG, 1, 4, 1, 1)},
+    ),
+    Case(
+        "conv_transpose",
+        [
+            node(
+                "ConvTranspose",
+                ["x", "w", "b"],
+                ["y"],
+                strides=[2, 2],
+                pads=[1, 0, 0, 1],
+                output_padding=[1, 1],
+            )
+        ],
+        {"x": rand(RNG, 1, 4, 5, 5)},
+        ["y"],
+        {"w": rand(RNG, 4, 3, 3, 3), "b": rand(RNG, 3)},
+    ),
+    Case(
+        "conv_transpose_groups_same",
+        [node("ConvTranspose", ["x", "w"], ["y"], group=2, strides=[2, 2], auto_pad="SAME_UPPER")],
+        {"x": rand(RNG, 2, 4, 3, 4)},
+        ["y"],
+        {"w": rand(RNG, 4, 2, 3, 3)},
+    ),
+]
+
+POOL = [
+    _pool("maxpool", "MaxPool", (1, 3, 8, 8), kernel_shape=[2, 2], strides=[2, 2]),
+    _pool(
+        "maxpool_pad_dil",
+        "MaxPool",
+        (2, 2, 9, 9),
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        dilations=[2, 2],
+    ),
+    _pool(
+        "maxpool_ceil", "MaxPool", (1, 2, 7, 7), kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1
+    ),
+    _pool("maxpool_1d", "MaxPool", (1, 2, 9), kernel_shape=[3], strides=[2]),
+    _pool("avgpool", "AveragePool", (1, 3, 8, 8), kernel_shape=[3, 3], strides=[1, 1]),
+    _pool(
+        "avgpool_pad_excl",
+        "AveragePool",
+        (1, 2, 7, 7),
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        strides=[2, 2],
+    ),
+    _pool(
+        "avgpool_pad_incl",
+        "AveragePool",
+        (1, 2, 7, 7),
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        count_include_pad=1,
+    ),
+    _pool(
+        "avgpool_ceil_incl",
+        "AveragePool",
+        (1, 2, 8, 8),
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        ceil_mode=1,
+        count_include_pad=1,
+    ),
+    _pool(
+        "avgpool_same",
+        "AveragePool",
+        (1, 2, 7, 7),
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        auto_pad="SAME_UPPER",
+    ),
+    _pool("global_avg", "GlobalAveragePool", (2, 3, 5, 6)),
+    _pool("global_max", "GlobalMaxPool", (2, 3, 5, 6)),
+]
+
+CASES = MATMUL + GEMM + CONV + POOL
+
+
+@pytest.fixture(scope="module")
+def results(c_toolchain: None, tmp_path_factory: pytest.TempPathFactory) -> CaseResults:
+    return run_cases(CASES, 17, tmp_path_factory.mktemp("c_matmul_conv"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_matches_onnxruntime(results: CaseResults, case: Case) -> None:
+    results.check(case)
+
+
+def test_epilogues_are_fused(results: CaseResults) -> None:
+    """Bias adds and activations after MatMul/Conv become the bg_epilogue, not loops."""
+    text = results.source
+    assert "_matmul_add_relu(" in text and ".act = BG_ACT_RELU" in text
+    assert "_conv_relu(" in text and "_conv_add_leakyrelu(" in text
+    assert ".act = BG_ACT_CLIP, .act_alpha = 0.0f, .act_beta = 1.5f" in text
+    assert "_matmul_add_tanh(" in text and ".act = BG_ACT_TANH" in text
+
+
+def test_scalar_scales_fold_into_alpha(results: CaseResults) -> None:
+    text = results.source
+    assert "_matmul_div_add_relu(" in text and "bg_sgemm(0, 0, 12, 5, 12, 0.25f," in text
+    assert "_gemm_mul(" in text and "bg_sgemm(0, 0, 3, 5, 12, 0.5f," in text
+
+
+def test_batched_matmul_with_shared_b_is_one_gemm(results: CaseResults) -> None:
+    start = results.source.index("'mm_batched_b_shared.MatMul_0'")
+    body = results.source[start : results.source.index("}\n", start)]
+    assert "bg_sgemm(0, 0, 30, 8, 16," in body and "for (" not in body

@@ -1,0 +1,67 @@
+"""workspace.py mirrors bg_kernels.h's *_workspace_bytes exactly (too small would be caught
+by create(), too large would only waste scratch; both are drift)."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from pathlib import Path
+
+from buildgen.backends.c.workspace import conv2d_workspace_bytes, sgemm_workspace_bytes
+from buildgen.resources import include_dir
+
+GEMMS = list(itertools.product((1, 3, 4, 17, 128, 300), (1, 5, 24, 100, 4000), (1, 7, 256, 700)))
+CONVS = [
+    # N, C, H, W, M, OH, OW, KH, KW, group, sh, sw, dh, dw, pt, pl
+    (1, 3, 16, 16, 8, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (2, 8, 9, 9, 8, 5, 5, 3, 3, 8, 2, 2, 1, 1, 1, 1),
+    (1, 6, 8, 8, 12, 6, 6, 3, 3, 6, 1, 1, 1, 1, 0, 0),
+    (1, 4, 7, 7, 4, 3, 3, 3, 3, 4, 2, 2, 2, 2, 1, 1),
+    (1, 8, 5, 5, 4, 5, 5, 1, 1, 2, 1, 1, 1, 1, 0, 0),
+]
+FIELDS = [
+    "N",
+    "C",
+    "H",
+    "W",
+    "M",
+    "OH",
+    "OW",
+    "KH",
+    "KW",
+    "group",
+    "stride_h",
+    "stride_w",
+    "dil_h",
+    "dil_w",
+    "pad_top",
+    "pad_left",
+]
+
+
+def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path) -> None:
+    lines = ["#include <stdio.h>", '#include "bg_kernels.h"', "int main(void) {"]
+    for m, n, k in GEMMS:
+        lines.append(f'    printf("%zu\\n", bg_sgemm_workspace_bytes({m}, {n}, {k}));')
+    for conv in CONVS:
+        init = ", ".join(f".{f} = {v}" for f, v in zip(FIELDS, conv, strict=True))
+        lines.append(
+            f'    printf("%zu\\n", bg_conv2d_workspace_bytes(&(bg_conv2d_params){{{init}}}));'
+        )
+    lines += ["    return 0;", "}"]
+    source = tmp_path / "ws.c"
+    source.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "ws"
+    subprocess.run(
+        ["cc", "-O1", "-std=c11", "-I", str(include_dir()), str(source), "-o", str(exe), "-lm"],
+        check=True,
+    )
+    got = [
+        int(v)
+        for v in subprocess.run(
+            [str(exe)], capture_output=True, text=True, check=True
+        ).stdout.split()
+    ]
+    want = [sgemm_workspace_bytes(*g) for g in GEMMS]
+    want += [conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True))) for c in CONVS]
+    assert got == want

@@ -1,0 +1,209 @@
+"""ONNX backend node tests: every qualifying test built by buildgen and run from Python.
+
+All qualifying tests (see node_suite.py) go into ONE generated manifest, one model per
+test, built by a single `buildgen build -- -k 0` so ninja compiles them in parallel and
+carries on past failures. Each library then runs on test_data_set_0's inputs and must
+match the reference outputs (the node tests' own rtol/atol) and onnxruntime's outputs.
+A summary (tried, passed, failed with the first error line, ops not yet supported) is
+printed whatever the result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from node_suite import NodeCase, Suite, generate_suite
+
+# Tests that are expected to fail, each with the reason. Keep this short: an entry that
+# starts passing makes the test fail until it is removed.
+KNOWN_FAILURES: dict[str, str] = {}
+
+TARGET = "c"
+# ONNX Runtime 1.31 loads models up to IR version 13 / opset 26; a few expanded tests are
+# stamped with newer versions. They are still checked against the reference outputs.
+ORT_MAX_IR_VERSION = 13
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: NodeCase
+    error: str | None  # None: passed
+    ort_checked: bool = False
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    return generate_suite(tmp_path_factory.mktemp("node-tests"))
+
+
+def _runtime_input_shapes(case: NodeCase) -> dict[str, list[int]]:
+    import onnx
+
+    graph = onnx.load(str(case.build_model_path)).graph
+    return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.input}
+
+
+def write_manifest(suite: Suite, path: Path) -> None:
+    models = {}
+    for case in suite.cases:
+        entry: dict[str, object] = {
+            "source": str(case.build_model_path.relative_to(path.parent)),
+            "targets": [TARGET],
+        }
+        shapes = _runtime_input_shapes(case)
+        # The manifest takes positive dims only; the models' shapes are static anyway, so
+        # zero-sized inputs (the "empty set" tests) simply keep the shapes the model declares.
+        if all(d > 0 for dims in shapes.values() for d in dims):
+            entry["inputs"] = shapes
+        models[case.model_name] = entry
+    manifest = {"buildgen": 1, "targets": {TARGET: {"kind": "c"}}, "models": models}
+    path.write_text(yaml.safe_dump(manifest, sort_keys=True))
+
+
+_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<outputs>.*)$")
+_PROGRESS = re.compile(r"^\[\d+/\d+\] ")
+
+
+def first_errors(ninja_output: str) -> dict[str, str]:
+    """Model name -> the first line of its first failed action's output.
+
+    Ninja prints `FAILED: <outputs>`, the command line, then the command's output; every
+    output path of a model starts with `<model>/`.
+    """
+    errors: dict[str, str] = {}
+    lines = ninja_output.splitlines()
+    for i, line in enumerate(lines):
+        match = _FAILED.match(line)
+        if not match:
+            continue
+        model = match["outputs"].split("/", 1)[0].strip()
+        body = []
+        for follow in lines[i + 2 :]:
+            if _FAILED.match(follow) or _PROGRESS.match(follow) or follow.startswith("ninja:"):
+                break
+            if follow.strip():
+                body.append(follow.strip())
+        flagged = [b for b in body if "error" in b.lower()]
+        errors.setdefault(model, (flagged or body or ["(no output)"])[0])
+    return errors
+
+
+@pytest.fixture(scope="module")
+def built(suite: Suite, tmp_path_factory: pytest.TempPathFactory, buildgen_build):
+    """(build dir, model -> first error line) after one keep-going build of every test."""
+    manifest = suite.cases[0].root.parent / "node_tests.yaml"
+    write_manifest(suite, manifest)
+    build_dir = tmp_path_factory.mktemp("node-build")
+    result = buildgen_build(manifest, build_dir, ["-k", "0"], check=False)
+    errors = first_errors(result.stdout + result.stderr)
+    if result.returncode != 0 and not errors:
+        pytest.fail(f"buildgen build failed before building:\n{result.stdout}\n{result.stderr}")
+    return build_dir, errors
+
+
+def _compare(ours: np.ndarray, expected: np.ndarray, case: NodeCase, what: str) -> str | None:
+    if ours.shape != expected.shape:
+        return f"{what}: shape {ours.shape} != {expected.shape}"
+    try:
+        np.testing.assert_allclose(ours, expected, rtol=case.rtol, atol=case.atol)
+    except AssertionError as exc:
+        detail = next((ln.strip() for ln in str(exc).splitlines() if "Max abs" in ln), "")
+        return f"{what}: mismatch {detail}"
+    return None
+
+
+def check_case(case: NodeCase, build_dir: Path, errors: dict[str, str], ort_run) -> Outcome:
+    import onnx
+
+    from buildgen import runtime
+
+    library = build_dir / case.model_name / TARGET / f"lib{case.model_name}.so"
+    if not library.exists():
+        return Outcome(case, "build: " + errors.get(case.model_name, "no library, no error"))
+    model = onnx.load(str(case.model_path))
+    feeds = dict(zip([v.name for v in model.graph.input], case.data("input"), strict=True))
+    try:
+        compiled = runtime.load(library)
+        ours = compiled(*(feeds[i.name] for i in compiled.inputs))
+        compiled.close()
+    except (runtime.ModelError, ValueError, KeyError, OSError) as exc:
+        return Outcome(case, f"run: {str(exc).splitlines()[0]}")
+    reference = case.data("output")
+    if len(ours) != len(reference):
+        return Outcome(case, f"run: {len(ours)} outputs, expected {len(reference)}")
+    for j, (value, ref) in enumerate(zip(ours, reference, strict=True)):
+        problem = _compare(value, ref, case, f"output {j} vs reference")
+        if problem:
+            return Outcome(case, problem)
+    if model.ir_version > ORT_MAX_IR_VERSION:
+        return Outcome(case, None)
+    for j, (value, theirs) in enumerate(zip(ours, ort_run(case.model_path, feeds), strict=True)):
+        problem = _compare(value, theirs, case, f"output {j} vs onnxruntime")
+        if problem:
+            return Outcome(case, problem, ort_checked=True)
+    return Outcome(case, None, ort_checked=True)
+
+
+def summarize(suite: Suite, outcomes: list[Outcome]) -> str:
+    passed = [o for o in outcomes if o.error is None]
+    failed = [o for o in outcomes if o.error is not None]
+    per_op: dict[str, list[bool]] = defaultdict(list)
+    for o in outcomes:
+        for op in o.case.ops:
+            per_op[op].append(o.error is None)
+    unsupported = sorted(op for op, oks in per_op.items() if not any(oks))
+    partial = sorted(f"{op} ({oks.count(False)}/{len(oks)} failed)"
+                     for op, oks in per_op.items() if any(oks) and not all(oks))  # fmt: skip
+    excluded = ", ".join(f"{op} {n}" for op, n in suite.unsupported_op_counts().most_common(10))
+    lines = [
+        f"ONNX node tests: {suite.total} generated; {len(suite.excluded_ops)} excluded for ops "
+        f"outside the list (most common: {excluded}); {len(suite.excluded_dtype)} excluded "
+        "for dtypes",
+        f"tried {len(outcomes)}, passed {len(passed)} "
+        f"({sum(o.ort_checked for o in passed)} also checked against onnxruntime), "
+        f"failed {len(failed)}",
+        *(f"  FAIL {o.case.name}: {o.error}" for o in failed),
+        f"ops with no passing test: {', '.join(unsupported) or 'none'}",
+        f"ops with some failing tests: {', '.join(partial) or 'none'}",
+    ]
+    return "\n".join(lines)
+
+
+def test_selection(suite: Suite) -> None:
+    """The filter keeps float32 tests of listed ops and folds shape operands; fast."""
+    names = {c.name for c in suite.cases}
+    assert {"test_conv_with_strides_padding", "test_gemm_all_attributes"} <= names
+    assert "test_reshape_negative_dim" in names  # int64 shape operand: folded
+    assert "test_gather_0" in names  # int64 indices: stay a run-time input
+    assert "test_add_uint8" in dict(suite.excluded_dtype)
+    assert "test_shape" in dict(suite.excluded_dtype)  # int64 output
+    assert "Where" in dict(suite.excluded_ops)["test_where_example"]
+    assert not set(KNOWN_FAILURES) - names, "KNOWN_FAILURES names a test that is not selected"
+
+    import onnx
+
+    reshape = next(c for c in suite.cases if c.name == "test_reshape_negative_dim")
+    graph = onnx.load(str(reshape.build_model_path)).graph
+    assert [v.name for v in graph.input] == ["data"]
+    assert [t.name for t in graph.initializer] == ["shape"]
+    gather = next(c for c in suite.cases if c.name == "test_gather_0")
+    assert len(onnx.load(str(gather.build_model_path)).graph.input) == 2
+
+
+@pytest.mark.slow
+def test_node_tests(suite: Suite, built, onnxruntime_outputs, capsys) -> None:
+    build_dir, errors = built
+    outcomes = [check_case(c, build_dir, errors, onnxruntime_outputs) for c in suite.cases]
+    with capsys.disabled():
+        print("\n" + summarize(suite, outcomes))
+    failed = {o.case.name: o.error for o in outcomes if o.error is not None}
+    unexpected = {name: err for name, err in failed.items() if name not in KNOWN_FAILURES}
+    stale = sorted(set(KNOWN_FAILURES) - set(failed))
+    assert not unexpected, f"{len(unexpected)} node tests failed: {sorted(unexpected)}"
+    assert not stale, f"KNOWN_FAILURES entries that now pass (remove them): {stale}"

@@ -1,0 +1,192 @@
+"""Build tests/kernels/harness.c against bg_kernels.h and call it through ctypes.
+
+Every build uses the flags the `c` backend compiles with (-std=c11 -Wall -Wextra -Werror);
+`FLAGS` adds the variants the kernels must survive: AVX2/FMA, no -march (generic x86-64 or
+whatever the host compiler defaults to), and -O0, which catches code whose result depends on
+optimisation (uninitialised reads, reliance on contraction, UB).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from buildgen.resources import include_dir
+
+HARNESS = Path(__file__).with_name("harness.c")
+BASE_FLAGS = ("-std=c11", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-fno-math-errno")
+FLAGS = {
+    "avx2": ("-O3", "-march=x86-64-v3"),
+    "generic": ("-O2",),
+    "O0": ("-O0",),
+}
+
+F32P = ctypes.POINTER(ctypes.c_float)
+I64P = ctypes.POINTER(ctypes.c_int64)
+i32, i64, f32 = ctypes.c_int, ctypes.c_int64, ctypes.c_float
+
+
+def host_has_avx2_fma() -> bool:
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = next((line.split() for line in info.splitlines() if line.startswith("flags")), [])
+    return "avx2" in flags and "fma" in flags
+
+
+def compiler() -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    return cc
+
+
+def compile_c(src: Path, out: Path, flags: tuple[str, ...]) -> None:
+    cmd = [compiler(), *BASE_FLAGS, *flags, f"-I{include_dir()}", str(src), "-o", str(out), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+
+
+def fptr(a: np.ndarray | None) -> ctypes._Pointer[ctypes.c_float] | None:
+    if a is None:
+        return None
+    assert a.dtype == np.float32 and a.flags.c_contiguous
+    return a.ctypes.data_as(F32P)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    bias: np.ndarray | None = None
+    bias_axis: int = 0
+    act: int = 0
+    act_alpha: float = 0.0
+    act_beta: float = 0.0
+
+
+class Kernels:
+    """ctypes view of one build of the harness."""
+
+    def __init__(self, path: Path) -> None:
+        lib = ctypes.CDLL(str(path))
+        # the C prototype, grouped: trans, sizes, alpha, A, B, beta, C, epilogue, misalign
+        lib.h_sgemm.argtypes = [
+            *(i32, i32), *(i64, i64, i64), f32, *(F32P, i64), *(F32P, i64), f32, *(F32P, i64),
+            *(i32, F32P, i32, i32, f32, f32), i64,
+        ]  # fmt: skip
+        lib.h_sgemm.restype = i32
+        lib.h_sgemm_prepacked.argtypes = lib.h_sgemm.argtypes
+        lib.h_sgemm_prepacked.restype = i32
+        lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64]
+        lib.h_conv2d.restype = i32
+        lib.h_pool2d.argtypes = [I64P, i32, i32, F32P, F32P]
+        lib.h_pool2d.restype = None
+        lib.h_act8.argtypes = [i32, f32, f32, F32P, i64]
+        lib.h_act8.restype = None
+        self.lib = lib
+
+    def sgemm(
+        self,
+        ta: bool,
+        tb: bool,
+        alpha: float,
+        a: np.ndarray,
+        b: np.ndarray,
+        beta: float,
+        c: np.ndarray,
+        ep: Epilogue | None = None,
+        misalign: int = 0,
+        prepacked: bool = False,
+    ) -> None:
+        """C = epilogue(alpha op(A) op(B) + beta C), in place; a, b, c may be strided views
+        of row-major buffers (their row stride is passed as the leading dimension).
+        prepacked: go through bg_sgemm_pack_b + bg_sgemm_prepacked."""
+        m, n = c.shape
+        k = a.shape[0] if ta else a.shape[1]
+        for arr in (a, b, c):
+            assert arr.dtype == np.float32 and arr.strides[1] == 4
+        e = ep or Epilogue()
+        fn = self.lib.h_sgemm_prepacked if prepacked else self.lib.h_sgemm
+        rc = fn(
+            int(ta), int(tb), m, n, k, alpha,
+            a.ctypes.data_as(F32P), a.strides[0] // 4, b.ctypes.data_as(F32P), b.strides[0] // 4,
+            beta, c.ctypes.data_as(F32P), c.strides[0] // 4,
+            int(ep is not None), fptr(e.bias), e.bias_axis, e.act, e.act_alpha, e.act_beta,
+            misalign,
+        )  # fmt: skip
+        assert rc == 0, "bg_sgemm wrote past its workspace"
+
+    def conv2d(
+        self,
+        params: list[int],
+        x: np.ndarray,
+        w: np.ndarray,
+        ep: Epilogue | None,
+        y: np.ndarray,
+        misalign: int = 0,
+    ) -> None:
+        p = np.asarray(params, dtype=np.int64)
+        e = ep or Epilogue()
+        rc = self.lib.h_conv2d(
+            p.ctypes.data_as(I64P),
+            fptr(x),
+            fptr(w),
+            int(ep is not None),
+            fptr(e.bias),
+            e.act,
+            e.act_alpha,
+            e.act_beta,
+            fptr(y),
+            misalign,
+        )
+        assert rc == 0, "bg_conv2d wrote past its workspace"
+
+    def pool2d(
+        self, params: list[int], count_include_pad: bool, is_max: bool, x: np.ndarray, y: np.ndarray
+    ) -> None:
+        p = np.asarray(params, dtype=np.int64)
+        self.lib.h_pool2d(
+            p.ctypes.data_as(I64P), int(count_include_pad), int(is_max), fptr(x), fptr(y)
+        )
+
+    def act8(self, act: int, act_alpha: float, act_beta: float, v: np.ndarray) -> np.ndarray:
+        out = np.ascontiguousarray(v, dtype=np.float32).copy()
+        self.lib.h_act8(act, act_alpha, act_beta, fptr(out), out.size)
+        return out
+
+
+@pytest.fixture(scope="session")
+def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Kernels]:
+    """Compile the harness once per flag set, on first use."""
+    cache: dict[str, Kernels] = {}
+    root = tmp_path_factory.mktemp("bg_kernels")
+
+    def get(name: str) -> Kernels:
+        if name not in cache:
+            if "-march=x86-64-v3" in FLAGS[name] and not host_has_avx2_fma():
+                pytest.skip("this CPU cannot run x86-64-v3 code")
+            out = root / f"harness_{name}.so"
+            compile_c(HARNESS, out, FLAGS[name])
+            cache[name] = Kernels(out)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(params=sorted(FLAGS))
+def kernels_any(request: pytest.FixtureRequest, kernel_builds: Callable[[str], Kernels]) -> Kernels:
+    """The harness under every flag set (for the smaller, edge-heavy cases)."""
+    return kernel_builds(request.param)
+
+
+@pytest.fixture
+def kernels(kernel_builds: Callable[[str], Kernels]) -> Kernels:
+    """The harness as the `c` backend builds it for this machine kind (-O3, AVX2/FMA)."""
+    return kernel_builds("avx2")

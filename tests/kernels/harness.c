@@ -1,0 +1,118 @@
+/* Test harness: thin exported wrappers over bg_kernels.h for ctypes. Each wrapper gives the
+ * kernel a deliberately misaligned, NaN-filled workspace of exactly the advertised size,
+ * followed by a guard band, and returns 0 only if the guard is untouched afterwards. */
+#include "bg_kernels.h"
+
+#include <stdlib.h>
+
+#define GUARD_BYTES 256
+
+typedef struct workspace {
+    unsigned char *raw;
+    unsigned char *start;
+    size_t bytes;
+} workspace;
+
+static workspace ws_new(size_t bytes, size_t misalign)
+{
+    workspace w;
+    w.raw = malloc(misalign + bytes + GUARD_BYTES);
+    w.start = w.raw + misalign;
+    w.bytes = bytes;
+    memset(w.raw, 0xFF, misalign + bytes); /* all-ones floats are NaN */
+    memset(w.start + bytes, 0xA5, GUARD_BYTES);
+    return w;
+}
+
+/* Frees the workspace; 0 if the guard band is intact, 1 if the kernel wrote past the end. */
+static int ws_free(workspace w)
+{
+    int bad = 0;
+    for (size_t i = 0; i < GUARD_BYTES; ++i) bad |= w.start[w.bytes + i] != 0xA5;
+    free(w.raw);
+    return bad;
+}
+
+static bg_epilogue make_ep(const float *bias, int bias_axis, int act, float act_alpha,
+                           float act_beta)
+{
+    bg_epilogue ep = {bias, bias_axis, act, act_alpha, act_beta};
+    return ep;
+}
+
+int h_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+            int use_ep, const float *bias, int bias_axis, int act, float act_alpha,
+            float act_beta, int64_t misalign);
+int h_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+            int use_ep, const float *bias, int bias_axis, int act, float act_alpha,
+            float act_beta, int64_t misalign)
+{
+    const bg_epilogue ep = make_ep(bias, bias_axis, act, act_alpha, act_beta);
+    workspace w = ws_new(bg_sgemm_workspace_bytes(M, N, K), (size_t)misalign);
+    bg_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, use_ep ? &ep : NULL,
+             w.start);
+    return ws_free(w);
+}
+
+/* h_sgemm through bg_sgemm_pack_b + bg_sgemm_prepacked (the packed B also guarded). */
+int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                      float *C, int64_t ldc, int use_ep, const float *bias, int bias_axis,
+                      int act, float act_alpha, float act_beta, int64_t misalign);
+int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                      float *C, int64_t ldc, int use_ep, const float *bias, int bias_axis,
+                      int act, float act_alpha, float act_beta, int64_t misalign)
+{
+    const bg_epilogue ep = make_ep(bias, bias_axis, act, act_alpha, act_beta);
+    workspace packed = ws_new(bg_sgemm_packed_b_bytes(N, K), (size_t)misalign);
+    bg_sgemm_pack_b(tb, N, K, B, ldb, packed.start);
+    workspace w = ws_new(bg_sgemm_workspace_bytes(M, N, K), (size_t)misalign);
+    bg_sgemm_prepacked(ta, M, N, K, alpha, A, lda, packed.start, beta, C, ldc,
+                       use_ep ? &ep : NULL, w.start);
+    return ws_free(w) | ws_free(packed);
+}
+
+/* p: N, C, H, W, M, OH, OW, KH, KW, group, stride_h, stride_w, dil_h, dil_w, pad_top,
+ * pad_left (the field order of bg_conv2d_params). */
+int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
+             int act, float act_alpha, float act_beta, float *Y, int64_t misalign);
+int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
+             int act, float act_alpha, float act_beta, float *Y, int64_t misalign)
+{
+    const bg_conv2d_params cp = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                                 p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
+    /* bias_axis 0 on purpose: the conv must treat the bias as per channel regardless. */
+    const bg_epilogue ep = make_ep(bias, 0, act, act_alpha, act_beta);
+    workspace w = ws_new(bg_conv2d_workspace_bytes(&cp), (size_t)misalign);
+    bg_conv2d(&cp, X, Wt, use_ep ? &ep : NULL, Y, w.start);
+    return ws_free(w);
+}
+
+/* p: N, C, H, W, OH, OW, KH, KW, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left,
+ * pad_bottom, pad_right. */
+void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y);
+void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y)
+{
+    bg_pool2d_params pp = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],  p[8],
+                           p[9], p[10], p[11], p[12], p[13], count_include_pad, p[14], p[15]};
+    if (is_max)
+        bg_maxpool2d(&pp, X, Y);
+    else
+        bg_avgpool2d(&pp, X, Y);
+}
+
+/* The 8-lane activations on n values (n a multiple of 8), for accuracy tests. */
+void h_act8(int act, float act_alpha, float act_beta, float *v, int64_t n);
+void h_act8(int act, float act_alpha, float act_beta, float *v, int64_t n)
+{
+    const bg_epilogue ep = make_ep(NULL, 0, act, act_alpha, act_beta);
+    for (int64_t i = 0; i + 8 <= n; i += 8) {
+        bg_v8f x;
+        BG_LOAD8(x, v + i);
+        bg__act8(&x, &ep);
+        BG_STORE8(v + i, x);
+    }
+}

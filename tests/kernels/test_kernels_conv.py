@@ -1,0 +1,121 @@
+"""bg_conv2d against onnxruntime's Conv: the implicit-im2col GEMM path (groups, strides,
+dilations, asymmetric pads, K crossing a KC slice), the 1x1 fast path, and the direct path
+for one input channel per group (depthwise, depth multipliers, single-channel images)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, conv_out, run_one_node
+from conftest import Epilogue, Kernels
+
+
+@dataclass(frozen=True)
+class Conv:
+    n: int
+    c: int
+    h: int
+    w: int
+    m: int
+    k: tuple[int, int]
+    group: int = 1
+    stride: tuple[int, int] = (1, 1)
+    dil: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right (ONNX order)
+    act: int = ACT_NONE
+    bias: bool = True
+
+    def out_hw(self) -> tuple[int, int]:
+        oh = conv_out(self.h, self.k[0], self.stride[0], self.dil[0], self.pads[0], self.pads[2])
+        ow = conv_out(self.w, self.k[1], self.stride[1], self.dil[1], self.pads[1], self.pads[3])
+        return oh, ow
+
+    def params(self) -> list[int]:
+        oh, ow = self.out_hw()
+        return [
+            self.n,
+            self.c,
+            self.h,
+            self.w,
+            self.m,
+            oh,
+            ow,
+            *self.k,
+            self.group,
+            *self.stride,
+            *self.dil,
+            self.pads[0],
+            self.pads[1],
+        ]
+
+
+CASES = {
+    "3x3_pad1": Conv(1, 8, 12, 12, 16, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
+    "batch2_no_bias": Conv(2, 5, 9, 11, 7, (3, 3), pads=(1, 1, 1, 1), bias=False),
+    "asym_pads_stride_dil": Conv(
+        1, 6, 13, 10, 9, (3, 2), stride=(2, 1), dil=(1, 2), pads=(0, 2, 1, 0)
+    ),
+    "groups2": Conv(1, 6, 10, 10, 4, (3, 3), group=2, pads=(1, 1, 1, 1), act=ACT_CLIP),
+    "groups_mg1": Conv(1, 8, 9, 9, 4, (3, 3), group=4, pads=(1, 0, 1, 0)),
+    "k_crosses_kc": Conv(1, 32, 20, 19, 40, (3, 3), pads=(1, 1, 1, 1), act=ACT_TANH),
+    "stem_7x7_s2": Conv(1, 3, 30, 30, 8, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3)),
+    "5x5_stride3": Conv(1, 4, 17, 16, 5, (5, 5), stride=(3, 3), pads=(2, 1, 0, 2)),
+    "single_output_pixel": Conv(2, 6, 3, 3, 10, (3, 3)),
+    "pointwise": Conv(2, 16, 7, 9, 24, (1, 1), act=ACT_RELU),
+    "pointwise_groups": Conv(1, 12, 5, 6, 8, (1, 1), group=4),
+    "pointwise_mg1": Conv(1, 12, 5, 6, 3, (1, 1), group=3),
+    "pointwise_stride2": Conv(1, 16, 9, 9, 8, (1, 1), stride=(2, 2)),
+    "pointwise_padded": Conv(1, 4, 5, 5, 6, (1, 1), pads=(1, 0, 0, 1)),
+    "depthwise": Conv(1, 8, 14, 15, 8, (3, 3), group=8, pads=(1, 1, 1, 1), act=ACT_RELU),
+    "depthwise_s2_dil2": Conv(
+        2, 6, 15, 16, 6, (3, 3), group=6, stride=(2, 2), dil=(2, 2), pads=(2, 1, 2, 2)
+    ),
+    # Rows wide enough for the 4 x 8-lane interior loop, at stride 1 and 2.
+    "depthwise_wide": Conv(1, 3, 5, 75, 3, (3, 3), group=3, pads=(1, 1, 1, 1), act=ACT_RELU),
+    "depthwise_wide_s2_dil3": Conv(
+        1, 2, 9, 90, 2, (3, 5), group=2, stride=(2, 2), dil=(1, 3), pads=(1, 2, 1, 3)
+    ),
+    "depth_multiplier2": Conv(1, 4, 9, 9, 8, (3, 3), group=4, pads=(0, 1, 1, 0)),
+    "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
+}
+
+
+def run_case(k: Kernels, case: Conv, misalign: int = 0) -> None:
+    rng = np.random.default_rng(abs(hash(case)) % 2**32)
+    x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
+    wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
+    bias = rng.standard_normal(case.m).astype(np.float32) if case.bias else None
+    inputs = {"x": x, "w": wt} | ({"b": bias} if bias is not None else {})
+    ref = run_one_node(
+        "Conv",
+        inputs,
+        kernel_shape=list(case.k),
+        group=case.group,
+        strides=list(case.stride),
+        dilations=list(case.dil),
+        pads=list(case.pads),
+    )
+    ref = apply_act(ref, case.act, -0.5, 0.5)
+    y = np.full(ref.shape, np.nan, np.float32)
+    ep = None
+    if bias is not None or case.act != ACT_NONE:
+        ep = Epilogue(bias, 0, case.act, -0.5, 0.5)
+    k.conv2d(case.params(), x, wt, ep, y, misalign)
+    kk = case.c // case.group * case.k[0] * case.k[1]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.sqrt(kk)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv2d(kernels_any: Kernels, name: str) -> None:
+    run_case(kernels_any, CASES[name])
+
+
+def test_conv2d_unaligned_workspace(kernels: Kernels) -> None:
+    run_case(kernels, CASES["k_crosses_kc"], misalign=13)
+
+
+def test_cnn_sized_layer(kernels: Kernels) -> None:
+    """A layer of the size the product targets: several K slices, a ragged last N panel."""
+    run_case(kernels, Conv(1, 64, 28, 28, 64, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU))

@@ -1,0 +1,194 @@
+"""bg_sgemm against numpy (float64): shapes on and off the 4x24 tile and the KC/MC/NC
+block edges, every transpose combination, strided operands, alpha/beta, the fused epilogue,
+and the M == 1 / N == 1 (GEMV) paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bgk_reference import (
+    ACT_CLIP,
+    ACT_LEAKY_RELU,
+    ACT_NONE,
+    ACT_RELU,
+    ACT_SIGMOID,
+    ACT_TANH,
+    apply_act,
+)
+from conftest import Epilogue, Kernels
+
+# (M, N, K): odd edges, exact tiles, and sizes that cross KC=256, MC=128, NC=3072 and the
+# small-M limit (16) below which B is read in place.
+SHAPES = [
+    (1, 1, 1),
+    (1, 65, 17),
+    (65, 1, 17),
+    (7, 17, 63),
+    (17, 7, 1),
+    (63, 65, 129),
+    (129, 63, 65),
+    (4, 24, 256),
+    (8, 48, 257),
+    (16, 40, 33),
+    (17, 41, 520),
+    (130, 50, 300),
+    (5, 3100, 3),
+]
+
+
+def operand(rng: np.random.Generator, rows: int, cols: int, pad: int) -> np.ndarray:
+    """A rows x cols view with row stride cols + pad (pad > 0 tests lda > K)."""
+    full = rng.standard_normal((rows, cols + pad)).astype(np.float32)
+    return full[:, :cols]
+
+
+def reference(
+    ta: bool,
+    tb: bool,
+    alpha: float,
+    a: np.ndarray,
+    b: np.ndarray,
+    beta: float,
+    c: np.ndarray,
+    ep: Epilogue | None,
+) -> np.ndarray:
+    opa = a.T if ta else a
+    opb = b.T if tb else b
+    ref = alpha * (opa.astype(np.float64) @ opb.astype(np.float64))
+    if beta != 0.0:
+        ref += beta * c.astype(np.float64)
+    if ep is None:
+        return ref
+    if ep.bias is not None:
+        ref += ep.bias[None, :] if ep.bias_axis == 0 else ep.bias[:, None]
+    return apply_act(ref, ep.act, ep.act_alpha, ep.act_beta)
+
+
+def check(
+    k: Kernels,
+    m: int,
+    n: int,
+    kk: int,
+    ta: bool,
+    tb: bool,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    ep: Epilogue | None = None,
+    seed: int = 0,
+    pad: int = 0,
+    misalign: int = 0,
+    prepacked: bool = False,
+) -> None:
+    rng = np.random.default_rng(seed)
+    a = operand(rng, kk, m, pad) if ta else operand(rng, m, kk, pad)
+    b = operand(rng, n, kk, pad) if tb else operand(rng, kk, n, pad)
+    c = operand(rng, m, n, pad)
+    c0 = c.copy()
+    if beta == 0.0:
+        c[...] = np.nan  # beta == 0 must not read C
+    k.sgemm(ta, tb, alpha, a, b, beta, c, ep, misalign, prepacked)
+    ref = reference(ta, tb, alpha, a, b, beta, c0, ep)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.sqrt(kk)))
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_shapes_and_transposes(
+    kernels_any: Kernels, shape: tuple[int, int, int], ta: int, tb: int
+) -> None:
+    m, n, kk = shape
+    check(kernels_any, m, n, kk, bool(ta), bool(tb), seed=m * 7 + n * 3 + kk)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_prepacked_b(kernels: Kernels, shape: tuple[int, int, int], ta: int, tb: int) -> None:
+    """bg_sgemm_pack_b + bg_sgemm_prepacked, including M == 1 / N == 1 (no GEMV path there)."""
+    m, n, kk = shape
+    ep = Epilogue(np.linspace(-1, 1, n, dtype=np.float32), 0, ACT_RELU)
+    check(kernels, m, n, kk, bool(ta), bool(tb), 0.5, 0.5, ep, seed=kk, pad=3, prepacked=True)
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (-0.5, 0.75), (2.0, 0.0), (1.0, -1.0)])
+@pytest.mark.parametrize("shape", [(1, 33, 300), (33, 1, 300), (9, 29, 300), (70, 75, 600)])
+def test_alpha_beta_across_k_slices(
+    kernels: Kernels, shape: tuple[int, int, int], alpha: float, beta: float
+) -> None:
+    # K > KC: beta applies to the first K slice only; later slices accumulate.
+    m, n, kk = shape
+    check(kernels, m, n, kk, False, False, alpha, beta, seed=kk)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 1)])
+def test_strided_operands(kernels_any: Kernels, ta: int, tb: int) -> None:
+    check(kernels_any, 19, 53, 70, bool(ta), bool(tb), alpha=1.5, beta=0.5, pad=5)
+
+
+ACTS = [
+    (ACT_NONE, 0.0, 0.0),
+    (ACT_RELU, 0.0, 0.0),
+    (ACT_LEAKY_RELU, 0.1, 0.0),
+    (ACT_CLIP, -0.5, 0.75),
+    (ACT_SIGMOID, 0.0, 0.0),
+    (ACT_TANH, 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("act", ACTS, ids=lambda a: f"act{a[0]}")
+@pytest.mark.parametrize("bias_axis", [None, 0, 1])
+@pytest.mark.parametrize("shape", [(1, 37, 20), (37, 1, 20), (30, 53, 300)])
+def test_epilogue(
+    kernels_any: Kernels,
+    shape: tuple[int, int, int],
+    bias_axis: int | None,
+    act: tuple[int, float, float],
+) -> None:
+    m, n, kk = shape
+    rng = np.random.default_rng(5)
+    bias = None
+    if bias_axis is not None:
+        bias = rng.standard_normal(n if bias_axis == 0 else m).astype(np.float32)
+    ep = Epilogue(bias, bias_axis or 0, *act)
+    # beta != 0 too: the epilogue comes after alpha*AB + beta*C, and only once (K > KC).
+    check(kernels_any, m, n, kk, False, True, alpha=0.5, beta=0.5, ep=ep, seed=m + n)
+
+
+@pytest.mark.parametrize("misalign", [1, 4, 36, 63])
+def test_unaligned_workspace(kernels: Kernels, misalign: int) -> None:
+    check(kernels, 23, 31, 45, True, False, misalign=misalign)
+
+
+@pytest.mark.parametrize("k_dim,alpha", [(0, 1.0), (13, 0.0)])
+def test_no_product(kernels_any: Kernels, k_dim: int, alpha: float) -> None:
+    """K == 0 or alpha == 0: C = epilogue(beta * C), and A/B are never read."""
+    m, n = 6, 30
+    rng = np.random.default_rng(1)
+    a = np.full((m, max(k_dim, 1)), np.nan, np.float32)[:, :k_dim]
+    b = (
+        np.full((max(k_dim, 1), n), np.nan, np.float32)[:k_dim]
+        if k_dim
+        else np.zeros((1, n), np.float32)[:0]
+    )
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    bias = rng.standard_normal(m).astype(np.float32)
+    ep = Epilogue(bias, 1, ACT_RELU)
+    expected = np.maximum(0.5 * c + bias[:, None], 0.0)
+    kernels_any.sgemm(False, False, alpha, a, b, 0.5, c, ep)
+    np.testing.assert_allclose(c, expected, rtol=1e-6)
+
+
+def test_activations_vector_accuracy(kernels_any: Kernels) -> None:
+    """The 8-lane exp-based sigmoid/tanh against float64, including tiny and huge inputs."""
+    x = np.concatenate(
+        [
+            np.linspace(-20, 20, 4001),
+            np.geomspace(1e-8, 0.7, 400),
+            -np.geomspace(1e-8, 0.7, 400),
+            np.array([-200.0, -90.0, -88.0, 88.0, 90.0, 200.0, 0.0, -0.0]),
+        ]
+    ).astype(np.float32)
+    x = x[: x.size // 8 * 8]
+    sig = kernels_any.act8(ACT_SIGMOID, 0.0, 0.0, x)
+    np.testing.assert_allclose(sig, apply_act(x, ACT_SIGMOID), rtol=2e-6, atol=1e-30)
+    th = kernels_any.act8(ACT_TANH, 0.0, 0.0, x)
+    np.testing.assert_allclose(th, apply_act(x, ACT_TANH), rtol=2e-6, atol=1e-30)

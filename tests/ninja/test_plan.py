@@ -1,0 +1,159 @@
+"""The build plan: actions, commands, dependencies and descriptions, checked as data."""
+
+import dataclasses
+import json
+
+from plan_helpers import make_context, make_models, make_targets
+
+from buildgen.ninja.actions import plan_build
+from buildgen.ninja.emit import emit
+from buildgen.ninja.layout import TargetFiles
+from buildgen.ninja.plan import Pool
+from buildgen.targets import ResolvedTarget
+
+
+def _descriptions(plan):
+    return sorted(a.description for a in plan.actions)
+
+
+def test_every_stage_has_one_readable_action_per_model_and_target(planned):
+    plan, _ = planned
+    labels = ("cnn/cpu", "mlp/cpu", "mlp/fast")
+    assert _descriptions(plan) == sorted([
+        "GEN build.ninja",
+        "IMPORT cnn", "IMPORT mlp",
+        *[f"{verb} {label}" for label in labels
+          for verb in ("PARTITION", "CODEGEN c", "EXECUTOR", "REPORT")],
+        *[f"CC {label} {obj}" for label in labels for obj in ("c.o", "model.o", "weights.o")],
+        *[f"LINK {label} lib{label.split('/')[0]}.so" for label in labels],
+        *[f"AR {label} lib{label.split('/')[0]}.a" for label in labels],
+    ])
+
+
+def test_import_puts_shapes_on_the_command_line_and_reads_the_source(planned):
+    plan, _ = planned
+    action = plan.action_for("mlp/graph.json")
+    assert action.outputs == ("mlp/graph.json", "mlp/weights.bin")
+    assert action.inputs == ("../my $models/mlp.onnx",)
+    args = action.variable("args")
+    assert args[args.index("--input") + 1] == "x=2,4"
+    assert action.variable("dep") == "mlp/graph.json.d"
+    rule = plan.rule(action.rule)
+    assert (rule.depfile, rule.deps, rule.restat) == ("$dep", "gcc", True)
+
+
+def test_stage_commands_carry_the_buildgen_version(planned):
+    plan, _ = planned
+    stages = dict(plan.variables)["stages"]
+    assert stages == ("/usr/bin/python3", "-m", "buildgen.stages", "--buildgen-version", "9.9.9")
+    for name in ("import", "partition", "codegen", "executor", "report"):
+        rule = plan.rule(name)
+        assert rule.command == f"$stages {name} $args" and rule.restat
+
+
+def test_partition_reads_the_code_affecting_view_not_target_json(planned):
+    plan, files = planned
+    action = plan.action_for("mlp/fast/partition.json")
+    assert "mlp/fast/options/target.json" in action.inputs
+    assert "mlp/fast/target.json" not in action.inputs
+    args = action.variable("args")
+    assert args[args.index("--pin") + 1] == "/fc2/Gemm=c"
+    view = json.loads(files["mlp/fast/options/target.json"])["host"]
+    full = json.loads(files["mlp/fast/target.json"])["host"]
+    assert "opt_level" in full and "opt_level" not in view and "cflags" not in view
+
+
+def test_one_codegen_action_per_backend_with_its_options_file(planned):
+    plan, files = planned
+    action = plan.action_for("mlp/cpu/src/c.c")
+    assert action.inputs == (
+        "mlp/graph.json", "mlp/weights.bin", "mlp/cpu/partition.json", "mlp/cpu/options/c.json"
+    )
+    assert json.loads(files["mlp/cpu/options/c.json"])["backend"] == "c"
+
+
+def test_compiles_put_flags_on_the_command_line_and_use_gcc_deps(planned):
+    plan, _ = planned
+    cpu = plan.action_for("mlp/cpu/obj/c.o")
+    fast = plan.action_for("mlp/fast/obj/c.o")
+    assert "-O2" in cpu.variable("cflags") and "-O3" in fast.variable("cflags")
+    assert "-DX=a b" in fast.variable("cflags")  # one argument, quoted once when written
+    assert cpu.variable("includes") == ("-I../pkg/include", "-Imlp/cpu/include")
+    assert cpu.order_only == ("mlp/cpu/include/mlp.h",)
+    rule = plan.rule(cpu.rule)
+    assert (rule.deps, rule.depfile) == ("gcc", "$out.d")
+    assert "$cflags" in rule.command
+
+
+def test_weights_object_depends_on_weights_bin(planned):
+    plan, _ = planned
+    action = plan.action_for("mlp/cpu/obj/weights.o")
+    assert action.inputs == ("mlp/cpu/src/weights.S",)
+    assert action.implicit == ("mlp/weights.bin",)
+
+
+def test_links_take_every_object_and_the_archive_is_deterministic(planned):
+    plan, _ = planned
+    objects = ("mlp/cpu/obj/c.o", "mlp/cpu/obj/model.o", "mlp/cpu/obj/weights.o")
+    shared = plan.action_for("mlp/cpu/libmlp.so")
+    assert shared.inputs == objects
+    assert shared.variable("ldflags") == ("-lm",)
+    assert plan.action_for("mlp/cpu/libmlp.a").inputs == objects
+    assert "rcsD" in plan.rule("ar").command
+
+
+def test_generator_edge_declares_gen_outputs_and_inputs(planned):
+    plan, files = planned
+    gen = plan.action_for("build.ninja")
+    assert set(gen.implicit_outputs) == set(files)
+    assert gen.inputs == ("../BUILD.yaml",)
+    assert gen.implicit == ("../pkg/__init__.py", "../rules", "../rules/c.yaml")
+    rule = plan.rule(gen.rule)
+    assert rule.generator and rule.restat
+
+
+def test_phony_targets_and_default(planned):
+    plan, _ = planned
+    phonies = {p.name: p.inputs for p in plan.phonies}
+    assert phonies["all"] == ("cnn", "mlp")
+    assert phonies["mlp"] == ("mlp-cpu", "mlp-fast")
+    files = TargetFiles("mlp", "fast")
+    assert set(phonies["mlp-fast"]) == {
+        files.shared_lib, files.static_lib, files.header, files.report_json, files.report_md
+    }
+    assert plan.defaults == ("all",)
+
+
+def test_emit_is_sorted_and_deterministic(planned):
+    plan, _ = planned
+    reordered = type(plan)(
+        plan.variables, plan.pools, tuple(reversed(plan.rules)), tuple(reversed(plan.actions)),
+        tuple(reversed(plan.phonies)), plan.defaults,
+    )
+    text = emit(plan, "9.9.9")
+    assert text == emit(reordered, "9.9.9")
+    assert text.startswith("# buildgen build.ninja format 1, generated by buildgen 9.9.9.\n")
+    assert "\nninja_required_version = 1.10\n" in text
+    assert "build mlp/graph.json mlp/weights.bin: import ../my$ $$models/mlp.onnx\n" in text
+    assert "--source '../my $$models/mlp.onnx'" in text
+
+
+class _PooledTarget(ResolvedTarget):
+    """A target whose compiler must run in a bounded pool (as nvcc does)."""
+
+    def toolchain(self, kind):
+        return dataclasses.replace(super().toolchain(kind), pool="heavy")
+
+
+def test_toolchain_pools_are_declared_with_the_configured_depth(tmp_path):
+    base = make_targets()["cpu"]
+    target = _PooledTarget(base.name, base.host, base.device, base.accelerators)
+    model = make_models(tmp_path)[0]
+    ctx = dataclasses.replace(make_context(tmp_path), pool_depths=(("heavy", 2),))
+    plan = plan_build([model], {"cpu": target}, ctx, ())
+    assert plan.pools == (Pool("heavy", 2),)
+    assert plan.action_for("cnn/cpu/obj/c.o").pool == "heavy"
+    text = emit(plan, "9.9.9")
+    assert "pool heavy\n  depth = 2\n" in text
+    assert "build cnn/cpu/obj/c.o: cc cnn/cpu/src/c.c || cnn/cpu/include/cnn.h\n" in text
+    assert "  pool = heavy\n" in text
