@@ -48,9 +48,11 @@ def library_path(build_dir: Path, model: str, target: str) -> Path:
     return build_dir / model / target / f"lib{model}.so"
 
 
-def read_manifest(manifest: Path, target: str | None) -> tuple[Path, list[ModelEntry]]:
+def read_manifest(
+    manifest: Path, build_dir: Path | None, target: str | None
+) -> tuple[Path, list[ModelEntry]]:
     data = yaml.safe_load(manifest.read_text())
-    build_dir = manifest.parent / data.get("build_dir", "build")
+    build_dir = build_dir or manifest.parent / data.get("build_dir", "build")
     entries = []
     for name, model in sorted(data.get("models", {}).items()):
         chosen = target or model["targets"][0]
@@ -61,9 +63,12 @@ def read_manifest(manifest: Path, target: str | None) -> tuple[Path, list[ModelE
     return build_dir, entries
 
 
-def build(manifest: Path) -> None:
-    cmd = [sys.executable, "-m", "buildgen", "build", "-f", str(manifest)]
-    subprocess.run(cmd, cwd=manifest.parent, check=True)
+def build(manifest: Path, build_dir: Path | None) -> None:
+    cmd = [sys.executable, "-m", "buildgen", "build", "--manifest", str(manifest)]
+    if build_dir is not None:
+        cmd += ["--build-dir", str(build_dir)]
+    # Ninja's progress goes to stderr so that stdout is only the table (--markdown > file).
+    subprocess.run(cmd, cwd=manifest.parent, check=True, stdout=sys.stderr)
 
 
 def compile_timer(build_dir: Path) -> Path:
@@ -139,7 +144,7 @@ def format_table(rows: list[Row], markdown: bool) -> str:
         "buildgen/ort",
         f"ort {cores} threads (ms)",
         "buildgen/ort",
-        "max |diff|",
+        "max abs diff",
     ]
     body = [
         [
@@ -170,6 +175,7 @@ def format_table(rows: list[Row], markdown: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", type=Path, default=REPO / "BUILD.yaml")
+    parser.add_argument("--build-dir", type=Path, help="default: the manifest's build_dir")
     parser.add_argument("--target", help="manifest target to time (default: each model's first)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
@@ -178,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     manifest = args.manifest.resolve()
+    build_dir = args.build_dir.resolve() if args.build_dir else None
     if not args.no_build:
-        build(manifest)
-    build_dir, entries = read_manifest(manifest, args.target)
+        build(manifest, build_dir)
+    build_dir, entries = read_manifest(manifest, build_dir, args.target)
     missing = [str(e.library) for e in entries if not e.library.exists()]
     if missing:
         print(f"bench: not built: {', '.join(missing)}", file=sys.stderr)

@@ -5,7 +5,9 @@ layers, im2col'd convolutions) and square 256..1024.
     python bench/kernels_gemm.py [--quick]
 
 Both sides are timed in the same run, on the same buffers, best of several repeats; the
-ratio column is bg / numpy. The timing loop runs inside C so ctypes overhead stays out.
+last column is bg_sgemm / numpy. "prepacked" times bg_sgemm_prepacked with B packed
+beforehand (what the backend can do for constant weights). The timing loop runs inside C
+so ctypes overhead stays out. Other processes on the machine skew every column: rerun.
 """
 
 from __future__ import annotations
@@ -51,6 +53,25 @@ double bench_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float 
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
+/* B packed once up front (as the `c` backend can do for constant weights); times only the
+ * bg_sgemm_prepacked calls. */
+double bench_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                             const float *B, float *C, void *ws, int reps, void *packed);
+double bench_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                             const float *B, float *C, void *ws, int reps, void *packed)
+{
+    bg_sgemm_pack_b(tb, N, K, B, tb ? K : N, packed);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < reps; ++r)
+        bg_sgemm_prepacked(ta, M, N, K, 1.0f, A, ta ? M : K, packed, 0.0f, C, N, NULL, ws);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+size_t bench_packed_bytes(int64_t N, int64_t K);
+size_t bench_packed_bytes(int64_t N, int64_t K) { return bg_sgemm_packed_b_bytes(N, K); }
+
 size_t bench_ws_bytes(int64_t M, int64_t N, int64_t K);
 size_t bench_ws_bytes(int64_t M, int64_t N, int64_t K) { return bg_sgemm_workspace_bytes(M, N, K); }
 """
@@ -58,6 +79,8 @@ size_t bench_ws_bytes(int64_t M, int64_t N, int64_t K) { return bg_sgemm_workspa
 # (M, N, K, trans_b): MLP layers at batch 8..64 (Linear weights are stored [N, K]: trans_b),
 # convolutions as GEMMs (M = out channels, N = OH*OW, K = C*9), and square sizes.
 SHAPES = [
+    (1, 1024, 1024, 0),
+    (1, 1024, 1024, 1),
     (8, 512, 512, 0),
     (8, 512, 512, 1),
     (64, 1024, 1024, 0),
@@ -84,6 +107,10 @@ def build(tmp: Path) -> ctypes.CDLL:
     dll.bench_sgemm.argtypes = [ctypes.c_int, ctypes.c_int, i64, i64, i64, fp, fp, fp, fp,
                                 ctypes.c_int]  # fmt: skip
     dll.bench_sgemm.restype = ctypes.c_double
+    dll.bench_sgemm_prepacked.argtypes = [*dll.bench_sgemm.argtypes, fp]
+    dll.bench_sgemm_prepacked.restype = ctypes.c_double
+    dll.bench_packed_bytes.argtypes = [i64, i64]
+    dll.bench_packed_bytes.restype = ctypes.c_size_t
     dll.bench_ws_bytes.argtypes = [i64, i64, i64]
     dll.bench_ws_bytes.restype = ctypes.c_size_t
     return dll
@@ -98,6 +125,35 @@ def best_seconds(run: Callable[[int], float], budget: float) -> float:
     return min(run(reps) / reps for _ in range(5))
 
 
+def measure(dll: ctypes.CDLL, m: int, n: int, k: int, tb: int, budget: float,
+            rng: np.random.Generator) -> tuple[float, float, float]:  # fmt: skip
+    """GFLOP/s of bg_sgemm, bg_sgemm_prepacked and numpy on one shape."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    c = np.empty((m, n), np.float32)
+    ws = np.empty(dll.bench_ws_bytes(m, n, k), np.uint8)
+    packed = np.empty(dll.bench_packed_bytes(n, k), np.uint8)
+    ptrs = [x.ctypes.data for x in (a, b, c, ws)]
+    bt = b.T if tb else b
+
+    def run_bg(reps: int) -> float:
+        return float(dll.bench_sgemm(0, tb, m, n, k, *ptrs, reps))
+
+    def run_prepacked(reps: int) -> float:
+        return float(dll.bench_sgemm_prepacked(0, tb, m, n, k, *ptrs, reps, packed.ctypes.data))
+
+    def run_numpy(reps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            np.matmul(a, bt, out=c)
+        return time.perf_counter() - t0
+
+    gflop = 2.0 * m * n * k / 1e9
+    runs = (run_bg, run_prepacked, run_numpy)
+    bg, prepacked, numpy = (gflop / best_seconds(run, budget) for run in runs)
+    return bg, prepacked, numpy
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timing budget")
@@ -105,30 +161,12 @@ def main() -> int:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
-        print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'numpy':>8} {'ratio':>6}")
+        print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'prepacked':>10} "
+              f"{'numpy':>8} {'bg/numpy':>9}")  # fmt: skip
         for m, n, k, tb in SHAPES:
-            a = rng.standard_normal((m, k)).astype(np.float32)
-            b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
-            c = np.empty((m, n), np.float32)
-            ws = np.empty(dll.bench_ws_bytes(m, n, k), np.uint8)
-            ptrs = [x.ctypes.data for x in (a, b, c, ws)]
-
-            def run_bg(reps: int, tb: int = tb, ptrs: list[int] = ptrs) -> float:
-                return float(dll.bench_sgemm(0, tb, m, n, k, *ptrs, reps))
-
-            bt = b.T if tb else b
-
-            def run_np(reps: int, a: np.ndarray = a, bt: np.ndarray = bt,
-                       c: np.ndarray = c) -> float:  # fmt: skip
-                t0 = time.perf_counter()
-                for _ in range(reps):
-                    np.matmul(a, bt, out=c)
-                return time.perf_counter() - t0
-
-            flops = 2.0 * m * n * k
-            g_bg = flops / best_seconds(run_bg, budget) / 1e9
-            g_np = flops / best_seconds(run_np, budget) / 1e9
-            print(f"{m:>5} x{n:>5} x{k:>5} {tb:>6} {g_bg:>11.1f} {g_np:>8.1f} {g_bg / g_np:>6.2f}")
+            bg, prepacked, numpy = measure(dll, m, n, k, tb, budget, rng)
+            print(f"{m:>5} x{n:>5} x{k:>5} {tb:>6} {bg:>11.1f} {prepacked:>10.1f} "
+                  f"{numpy:>8.1f} {bg / numpy:>9.2f}")  # fmt: skip
     return 0
 
 

@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "buildgen.ninja.cli_build", "gen, then run ninja [names...] [-- ninja args]", True
     ),
     "clean": Subcommand("buildgen.ninja.cli_clean", "remove what the build wrote"),
+    "targets": Subcommand(
+        "buildgen.targets.cli", "list target kinds, attributes and tags; --show one target"
+    ),
 }
 
 
@@ -55,13 +58,14 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Split before argparse, which would drop the `--` and mix the two halves.
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     top = _top_parser().parse_args(argv)
     sub = SUBCOMMANDS[top.command]
     rest: list[str] = top.args
-    passthrough: list[str] = []
-    if "--" in rest:
-        cut = rest.index("--")
-        rest, passthrough = rest[:cut], rest[cut + 1 :]
     parser = argparse.ArgumentParser(prog=f"buildgen {top.command}", description=sub.help)
     try:
         module: CommandModule = importlib.import_module(sub.module)

@@ -27,7 +27,9 @@ class Diagnostic:
     source_line: str | None = None  # the offending line, shown with a caret
 
     def render(self) -> str:
-        head = f"{self.location}: error: {self.message}" if self.location else f"error: {self.message}"
+        head = (
+            f"{self.location}: error: {self.message}" if self.location else f"error: {self.message}"
+        )
         lines = [head]
         if self.source_line is not None and self.location is not None:
             lines.append("  " + self.source_line.rstrip("\n"))
@@ -52,5 +54,7 @@ class BuildgenError(Exception):
         return "\n".join(d.render() for d in self.diagnostics)
 
 
-def error(message: str, location: SourceLocation | None = None, hint: str | None = None) -> BuildgenError:
+def error(
+    message: str, location: SourceLocation | None = None, hint: str | None = None
+) -> BuildgenError:
     return BuildgenError(Diagnostic(message, location, hint))

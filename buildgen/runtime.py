@@ -9,6 +9,7 @@ inputs and outputs, so nothing else needs to be read.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import re
 from collections.abc import Mapping, Sequence
@@ -41,7 +42,8 @@ def _tensor_infos(lib: ctypes.CDLL, model: str, kind: str) -> tuple[TensorInfo, 
     infos = []
     for i in range(count):
         shape = tuple(shapes[i][d] for d in range(ranks[i]))
-        infos.append(TensorInfo(names[i].decode(), np.dtype(dtypes[i].decode()), shape))
+        name, dtype = names[i] or b"", dtypes[i] or b""
+        infos.append(TensorInfo(name.decode(), np.dtype(dtype.decode()), shape))
     return tuple(infos)
 
 
@@ -80,7 +82,8 @@ class CompiledModel:
         return message.decode(errors="replace") if message else "(no message)"
 
     def _prepare(self, info: TensorInfo, array: object) -> np.ndarray:
-        arr = np.ascontiguousarray(array, dtype=info.dtype)
+        # Not np.ascontiguousarray: it turns a 0-d array (a scalar input) into shape (1,).
+        arr = np.asarray(array, dtype=info.dtype, order="C")
         if arr.shape != info.shape:
             raise ValueError(f"input {info.name!r}: expected shape {info.shape}, got {arr.shape}")
         return arr
@@ -90,7 +93,7 @@ class CompiledModel:
             raise ValueError(f"{self.name} takes {len(self.inputs)} inputs, got {len(arrays)}")
         if self._handle is None:
             raise ModelError(f"{self.name}: the model was closed")
-        ins = [self._prepare(info, a) for info, a in zip(self.inputs, arrays)]
+        ins = [self._prepare(info, a) for info, a in zip(self.inputs, arrays, strict=True)]
         outs = [np.empty(info.shape, info.dtype) for info in self.outputs]
         in_ptrs = (ctypes.c_void_p * max(len(ins), 1))(*(a.ctypes.data for a in ins))
         out_ptrs = (ctypes.c_void_p * max(len(outs), 1))(*(a.ctypes.data for a in outs))
@@ -103,7 +106,7 @@ class CompiledModel:
         if missing:
             raise ValueError(f"{self.name}: missing inputs {missing}")
         results = self(*(feeds[i.name] for i in self.inputs))
-        return {info.name: value for info, value in zip(self.outputs, results)}
+        return {info.name: value for info, value in zip(self.outputs, results, strict=True)}
 
     @property
     def input_names(self) -> Sequence[str]:
@@ -119,10 +122,9 @@ class CompiledModel:
             self._handle = None
 
     def __del__(self) -> None:
-        try:
+        # At interpreter shutdown ctypes may already be gone.
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # interpreter shutdown: ctypes may already be gone
-            pass
 
 
 def load(path: str | Path, model: str | None = None) -> CompiledModel:

@@ -14,7 +14,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed (pip install .[test])")
+@pytest.mark.skipif(
+    shutil.which("ruff") is None, reason="ruff is not installed (pip install .[test])"
+)
 def test_ruff():
     result = _run("ruff", "check", "buildgen", "tests", "bench", "examples")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,7 +9,10 @@ _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
 def identifier(name: str, prefix: str = "t_") -> str:
-    """A readable C identifier for an ONNX name ("/layer1/MatMul_output_0" -> t_layer1_MatMul_output_0)."""
+    """A readable C identifier for an ONNX name.
+
+    "/layer1/MatMul_output_0" becomes t_layer1_MatMul_output_0.
+    """
     body = _NOT_IDENT.sub("_", name).strip("_")
     body = re.sub(r"_+", "_", body)
     return prefix + body

@@ -13,7 +13,9 @@ def weights_symbol(model: str) -> str:
 
 def generate_weights_asm(model: str, weights_path: str, nbytes: int) -> str:
     if any(c in weights_path for c in '"\\\n'):
-        raise ValueError(f"weights path cannot be written in an .incbin directive: {weights_path!r}")
+        raise ValueError(
+            f"weights path cannot be written in an .incbin directive: {weights_path!r}"
+        )
     sym = weights_symbol(model)
     return "\n".join(
         [

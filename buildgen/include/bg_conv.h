@@ -3,11 +3,13 @@
  * Per image and group, a convolution is the GEMM
  *     Y_g[Mg, OH*OW] = W_g[Mg, Cg*KH*KW] @ im2col(X_g)[Cg*KH*KW, OH*OW].
  * The im2col matrix is never materialised: the GEMM's B-packing step reads the image
- * directly into its KC x NR micro-panels (an "implicit im2col"), so the workspace is the
- * GEMM's packing space only and the image is read once per K slice, not copied twice.
+ * straight into its KC x NR micro-panels (an "implicit im2col", one im2col row at a time
+ * through a scratch row), so the workspace is the GEMM's packing space plus that row, and
+ * no image-sized copy is written and read back.
  * 1x1 stride-1 unpadded convolutions need no im2col at all: X_g is B as it stands.
  * Convolutions with one input channel per group (depthwise) use a direct sliding window
- * instead: as a GEMM they would be a K = KH*KW sliver per group, all packing, no arithmetic.
+ * over a zero-padded copy of each plane instead: as a GEMM they would be a K = KH*KW sliver
+ * per group, all packing and no arithmetic.
  */
 #ifndef BG_GEMM_H
 #error "include bg_kernels.h, not bg_conv.h"

@@ -1,11 +1,19 @@
 /* bg_gemm.h — single-precision GEMM (part of bg_kernels.h; include that instead).
  *
  * BLIS/GotoBLAS structure: for each NC-wide column block of op(B) and KC-deep slice of K,
- * op(B) is packed into KC x NR micro-panels (they stay in L1 while the micro-kernel sweeps
+ * op(B) is packed into KC x NR micro-panels (each stays in L1 while the micro-kernel sweeps
  * down the rows); for each MC-tall row block, op(A) is packed into MR x KC micro-panels (the
- * block stays in L2). Packing also resolves transposes and zero-pads the M/N edges, so the
- * micro-kernel only ever sees full MR x NR tiles. The epilogue (alpha, beta, bias,
- * activation) is applied when a tile is written, after the last K slice.
+ * block stays in L2). Packing resolves transposes and zero-pads the M/N edges, so the
+ * micro-kernel only ever sees whole MR x NR tiles. The epilogue (alpha, beta, bias,
+ * activation) is applied as a tile is written, bias/activation after the last K slice.
+ *
+ * Adjustments to the textbook scheme, each measured on the shapes this library serves:
+ * - K and N are cut into equal slices (K = 288 is 144 + 144, not 256 + 32).
+ * - With one row block (M <= MC) the B block is used once, right after packing: it is
+ *   capped to stay in L2 instead of filling NC columns (which would spill to L3).
+ * - With M <= 16 and B not transposed, B is read in place (packing would cost more than
+ *   the few rows gain); M == 1 or N == 1 goes to the matrix-vector loops (bg_gemv.h).
+ * - A constant B (weights) can be packed once ahead of time (bg_sgemm_pack_b).
  *
  * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
  * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
@@ -30,46 +38,51 @@
 
 #include "bg_pack.h"
 
-/* One output row of the micro-kernel: C[row] = alpha*acc (+ beta*C[row] unless beta == 0,
- * in which case C is never read: it may hold NaN). */
+/* One output row of the micro-kernel, nv vectors wide: C[row] = alpha*acc (+ beta*C[row]
+ * unless beta == 0, in which case C is never read: it may hold NaN). */
 #define BG__UK_STORE_ROW(crow, r0, r1, r2)                                                          \
     do {                                                                                           \
-        bg_v8f o0 = (r0) * va, o1 = (r1) * va, o2 = (r2) * va;                                     \
+        bg_v8f o0 = (r0) * va, o1 = (r1) * va, o2 = (r2) * va, p_;                                 \
         if (beta != 0.0f) {                                                                        \
-            bg_v8f p0, p1, p2;                                                                     \
-            BG_LOAD8(p0, (crow));                                                                  \
-            BG_LOAD8(p1, (crow) + 8);                                                              \
-            BG_LOAD8(p2, (crow) + 16);                                                             \
-            o0 = BG_FMA8(p0, vb, o0);                                                              \
-            o1 = BG_FMA8(p1, vb, o1);                                                              \
-            o2 = BG_FMA8(p2, vb, o2);                                                              \
+            BG_LOAD8(p_, (crow));                                                                  \
+            o0 = BG_FMA8(p_, vb, o0);                                                              \
+            if (nv > 1) {                                                                          \
+                BG_LOAD8(p_, (crow) + 8);                                                          \
+                o1 = BG_FMA8(p_, vb, o1);                                                          \
+            }                                                                                      \
+            if (nv > 2) {                                                                          \
+                BG_LOAD8(p_, (crow) + 16);                                                         \
+                o2 = BG_FMA8(p_, vb, o2);                                                          \
+            }                                                                                      \
         }                                                                                          \
         BG_STORE8((crow), o0);                                                                     \
-        BG_STORE8((crow) + 8, o1);                                                                 \
-        BG_STORE8((crow) + 16, o2);                                                                \
+        if (nv > 1) BG_STORE8((crow) + 8, o1);                                                     \
+        if (nv > 2) BG_STORE8((crow) + 16, o2);                                                    \
     } while (0)
 
 #define BG__UK_ROW(ai, r0, r1, r2)                                                                 \
     do {                                                                                           \
         const bg_v8f av = BG_SPLAT8(a[ai]);                                                        \
         r0 = BG_FMA8(av, b0, r0);                                                                  \
-        r1 = BG_FMA8(av, b1, r1);                                                                  \
-        r2 = BG_FMA8(av, b2, r2);                                                                  \
+        if (nv > 1) r1 = BG_FMA8(av, b1, r1);                                                      \
+        if (nv > 2) r2 = BG_FMA8(av, b2, r2);                                                      \
     } while (0)
 
-/* The 4 x 24 micro-kernel: a is a packed A micro-panel (4 floats per k), b holds 24 floats
- * per k at stride bs (NR when packed, ldb when B is read in place). */
-static inline void bg__ukernel(int64_t kc, const float *restrict a, const float *restrict b,
-                               int64_t bs, float *restrict c, int64_t ldc, float alpha,
-                               float beta)
+/* The 4 x 24 micro-kernel, or 4 x 8*nv for the ragged last column panel (nv = 1, 2, 3 is a
+ * constant at every call site, so each width compiles to its own loop). a is a packed A
+ * micro-panel (4 floats per k); b holds 24 floats per k at stride bs (NR when packed, ldb
+ * when B is read in place), of which the first 8*nv are used. */
+__attribute__((always_inline)) static inline void
+bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
+                 float *restrict c, int64_t ldc, float alpha, float beta, int nv)
 {
     bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
-        bg_v8f b0, b1, b2;
+        bg_v8f b0, b1 = c00, b2 = c00;
         BG_LOAD8(b0, b);
-        BG_LOAD8(b1, b + 8);
-        BG_LOAD8(b2, b + 16);
+        if (nv > 1) BG_LOAD8(b1, b + 8);
+        if (nv > 2) BG_LOAD8(b2, b + 16);
         BG__UK_ROW(0, c00, c01, c02);
         BG__UK_ROW(1, c10, c11, c12);
         BG__UK_ROW(2, c20, c21, c22);
@@ -82,13 +95,52 @@ static inline void bg__ukernel(int64_t kc, const float *restrict a, const float 
     BG__UK_STORE_ROW(c + 3 * ldc, c30, c31, c32);
 }
 
-/* An edge tile (mr < MR or nr < NR): run the full kernel into a scratch tile, then merge. */
+/* One function per width, never inlined: register allocation inside the driver's large
+ * body would otherwise keep scalars in vector registers and spill the B vectors back to
+ * memory operands (measured: a third slower). */
+__attribute__((noinline)) static void bg__ukernel_w24(int64_t kc, const float *a, const float *b,
+                                                      int64_t bs, float *c, int64_t ldc,
+                                                      float alpha, float beta)
+{
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 3);
+}
+__attribute__((noinline)) static void bg__ukernel_w16(int64_t kc, const float *a, const float *b,
+                                                      int64_t bs, float *c, int64_t ldc,
+                                                      float alpha, float beta)
+{
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 2);
+}
+__attribute__((noinline)) static void bg__ukernel_w8(int64_t kc, const float *a, const float *b,
+                                                     int64_t bs, float *c, int64_t ldc,
+                                                     float alpha, float beta)
+{
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 1);
+}
+
+static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
+                               int64_t ldc, float alpha, float beta, int nv)
+{
+    if (nv == 3)
+        bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta);
+    else if (nv == 2)
+        bg__ukernel_w16(kc, a, b, bs, c, ldc, alpha, beta);
+    else
+        bg__ukernel_w8(kc, a, b, bs, c, ldc, alpha, beta);
+}
+
+/* An edge tile (mr < MR or nr < NR): the narrowest kernel that covers nr columns, into a
+ * scratch tile when the tile is ragged, then merged into C. */
 static inline void bg__ukernel_edge(int64_t kc, const float *a, const float *b, int64_t bs,
                                     float *c, int64_t ldc, int64_t mr, int64_t nr, float alpha,
                                     float beta)
 {
+    const int nv = (int)((nr + 7) / 8);
+    if (mr == BG_GEMM_MR && nr == 8 * nv) { /* whole vectors: straight into C */
+        bg__ukernel(kc, a, b, bs, c, ldc, alpha, beta, nv);
+        return;
+    }
     float tile[BG_GEMM_MR * BG_GEMM_NR];
-    bg__ukernel(kc, a, b, bs, tile, BG_GEMM_NR, alpha, 0.0f);
+    bg__ukernel(kc, a, b, bs, tile, BG_GEMM_NR, alpha, 0.0f, nv);
     for (int64_t i = 0; i < mr; ++i)
         for (int64_t j = 0; j < nr; ++j) {
             float v = tile[i * BG_GEMM_NR + j];
@@ -130,11 +182,13 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     /* With a single row block (M <= MC) a packed B block is used once, right after it is
      * packed: keep it small enough to stay in L2 rather than round-tripping through L3.
-     * A is then re-packed per column block, which costs little when M is this small. */
+     * A is then re-packed per column block; blocks of at least 4*M columns keep that
+     * re-packing under a quarter of B's packing. */
     int64_t nc_cap = BG_GEMM_NC;
     if (M <= BG_GEMM_MC && bsrc->pack) {
-        nc_cap = bg__min64(BG_GEMM_NC, BG_GEMM_SMALL_M_B_FLOATS / kc_step / NR * NR);
-        if (nc_cap < NR) nc_cap = NR;
+        nc_cap = BG_GEMM_SMALL_M_B_FLOATS / kc_step / NR * NR;
+        if (nc_cap < bg__round_up(4 * M, NR)) nc_cap = bg__round_up(4 * M, NR);
+        nc_cap = bg__min64(BG_GEMM_NC, nc_cap);
     }
     const int64_t nc_step = bg__balanced_block(N, nc_cap, NR);
     for (int64_t jc = 0; jc < N; jc += nc_step) {
@@ -167,7 +221,7 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
                         const float *a = pa + ir / MR * kc * MR;
                         float *c = C + (ic + ir) * ldc + jc + jr;
                         if (mr == MR && nr == NR)
-                            bg__ukernel(kc, a, b, bs, c, ldc, alpha, beta_k);
+                            bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta_k);
                         else
                             bg__ukernel_edge(kc, a, b, bs, c, ldc, mr, nr, alpha, beta_k);
                         if (last_k && epilogue)
@@ -224,7 +278,9 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
 
 /* ---- Prepacked B: for a constant op(B) (weights), pack once at load time ----
  * The packed form depends on (trans_b, N, K) only: for each K slice (as bg_sgemm cuts K),
- * all NR-wide micro-panels of that slice, in order. Any alignment works (64 is best). */
+ * all NR-wide micro-panels of that slice, in order. The bytes are position-independent
+ * (they may be copied, e.g. into a weights blob); the buffer needs float alignment, and
+ * 64-byte alignment is fastest. */
 
 BG_API size_t bg_sgemm_packed_b_bytes(int64_t N, int64_t K)
 {

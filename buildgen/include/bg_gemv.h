@@ -18,32 +18,29 @@ static inline int64_t bg__gemv_floats(int64_t M, int64_t N, int64_t K)
     return bg__round_up(K, 16) + L;
 }
 
-/* y[0:L] = sum_k x[k] * mat[k*ld + 0:L], four rows of the matrix per pass over y. */
+/* y[0:L] = sum_k x[k] * mat[k*ld + 0:L], eight rows of the matrix per pass over y (so y's
+ * load/store traffic is an eighth of the matrix's). */
 static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t ld,
                                  const float *x, float *y)
 {
     for (int64_t l = 0; l < L; ++l) y[l] = 0.0f;
     int64_t k = 0;
-    for (; k + 4 <= K; k += 4) {
-        const float *m0 = mat + k * ld, *m1 = m0 + ld, *m2 = m1 + ld, *m3 = m2 + ld;
-        const bg_v8f x0 = BG_SPLAT8(x[k]), x1 = BG_SPLAT8(x[k + 1]);
-        const bg_v8f x2 = BG_SPLAT8(x[k + 2]), x3 = BG_SPLAT8(x[k + 3]);
+    for (; k + 8 <= K; k += 8) {
+        const float *m0 = mat + k * ld;
+        bg_v8f xs[8];
+        for (int r = 0; r < 8; ++r) xs[r] = BG_SPLAT8(x[k + r]);
         int64_t l = 0;
         for (; l + 8 <= L; l += 8) {
-            bg_v8f acc, r0, r1, r2, r3;
+            bg_v8f acc, row;
             BG_LOAD8(acc, y + l);
-            BG_LOAD8(r0, m0 + l);
-            BG_LOAD8(r1, m1 + l);
-            BG_LOAD8(r2, m2 + l);
-            BG_LOAD8(r3, m3 + l);
-            acc = BG_FMA8(x0, r0, acc);
-            acc = BG_FMA8(x1, r1, acc);
-            acc = BG_FMA8(x2, r2, acc);
-            acc = BG_FMA8(x3, r3, acc);
+            for (int r = 0; r < 8; ++r) {
+                BG_LOAD8(row, m0 + r * ld + l);
+                acc = BG_FMA8(xs[r], row, acc);
+            }
             BG_STORE8(y + l, acc);
         }
         for (; l < L; ++l)
-            y[l] += x[k] * m0[l] + x[k + 1] * m1[l] + x[k + 2] * m2[l] + x[k + 3] * m3[l];
+            for (int r = 0; r < 8; ++r) y[l] += x[k + r] * m0[r * ld + l];
     }
     for (; k < K; ++k) {
         const float *m0 = mat + k * ld;

@@ -9,16 +9,17 @@
 #error "include bg_kernels.h, not bg_pack.h"
 #endif
 
-/* Where op(B) comes from: a plain matrix, or (for convolution) an image read through an
- * implicit im2col. `pack` writes columns [j0, j0+nc) of rows [k0, k0+kc) as NR-wide
- * micro-panels (panel p at dst + p*kc*NR, row k at +k*NR), zero-padding the last panel. */
+/* Where op(B) comes from: a plain matrix, an image read through an implicit im2col (for
+ * convolution), or panels packed ahead of time. `pack` writes columns [j0, j0+nc) of rows
+ * [k0, k0+kc) as NR-wide micro-panels (panel p at dst + p*kc*NR, row k at +k*NR),
+ * zero-padding the last panel; it is NULL when data is already packed (bg_sgemm_pack_b). */
 typedef struct bg__bsrc bg__bsrc;
 struct bg__bsrc {
     void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
-    const float *data; /* B, or the image for im2col */
+    const float *data; /* B, the image for im2col, or the prepacked panels */
     int64_t ld;        /* leading dimension of B */
     int trans;         /* B is stored [N, K] */
-    const void *ctx;   /* im2col: the convolution parameters */
+    const void *ctx;   /* im2col: its bg__im2col */
 };
 
 #ifdef BG_HAVE_SHUFFLEVECTOR

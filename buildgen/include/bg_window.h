@@ -5,6 +5,7 @@
  * computed tap by tap with bounds checks, and interior columns, whose windows lie inside
  * the image row: those run without checks, eight outputs per vector and four vectors at a
  * time (independent accumulators hide the FMA/compare latency), for stride 1 and 2.
+ * (Depthwise convolution reads a zero-padded copy of each plane, so it has no edges.)
  */
 #ifndef BG_KERNELS_H
 #error "include bg_kernels.h, not bg_window.h"
@@ -43,17 +44,17 @@ static inline bg__window bg__window_make(int64_t H, int64_t W, int64_t OW, int64
             (acc) += (xv);                                                                         \
     } while (0)
 
-/* `x > acc ? x : acc` keeps acc when x is NaN, as onnxruntime's MaxPool does. */
+/* The scalar twin of BG__WIN_COMBINE (same NaN behaviour for max: a NaN x is skipped). */
 static inline float bg__win_combine1(int op, float acc, float x, float w)
 {
     return op == BG__WIN_WSUM ? acc + w * x : op == BG__WIN_MAX ? (x > acc ? x : acc) : acc + x;
 }
 
 /* Eight inputs for consecutive outputs starting at p (input step sw = 1 or 2). Stride 2
- * reads p[0..15) and p[7..15) — never p[15], which may lie past the row's last input. */
+ * loads p[0..8) and p[7..15), never p[15], which may lie past the row's last input. */
 #if defined(__AVX2__)
 /* Stride 2 on AVX2: one in-lane shuffle and one 64-bit permute (GCC would lower the generic
- * shuffle below to two vpermd and a blend, half the speed). lo = p[0..8), hi = p[7..15). */
+ * shuffle below to two vpermd and a blend, half the speed). */
 #define BG__WIN_LOAD(xv, p, sw)                                                                    \
     do {                                                                                           \
         if ((sw) == 1) {                                                                           \

@@ -145,15 +145,17 @@ def _target_actions(
         _compile(files.weights_asm, files.obj("weights"), host, includes, files, (graph.weights,))
     )
     actions += _link_actions(target, host, objects, files)
+    # The report, like the partition, reads the code-affecting view of the target: it
+    # describes what runs where and the memory it takes, which no compile flag changes.
     actions.append(
         Action(
             rule=rules.REPORT.name,
             outputs=(files.report_json, files.report_md),
-            inputs=(files.target_file, graph.graph, graph.weights, files.partition),
+            inputs=(files.codegen_target_file, graph.graph, graph.weights, files.partition),
             description=f"REPORT {files.label}",
             variables=(("args", (
-                "--model", model.name, "--target", files.target_file, "--graph", graph.graph,
-                "--weights", graph.weights,
+                "--model", model.name, "--target", files.codegen_target_file,
+                "--graph", graph.graph, "--weights", graph.weights,
                 "--partition", files.partition, "--json", files.report_json,
                 "--md", files.report_md,
             )),),

@@ -7,13 +7,12 @@ meaning leaves them (and everything built from them) untouched.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 
 from buildgen.manifest import ModelSpec
 from buildgen.ninja.layout import TargetFiles
 from buildgen.ninja.options_file import dump_options
-from buildgen.targets import ResolvedTarget, TargetInstance, get_kind
+from buildgen.targets import ResolvedTarget
 
 
 def gen_files(
@@ -35,20 +34,10 @@ def gen_files(
 
 
 def codegen_view(target: ResolvedTarget) -> ResolvedTarget:
-    """`target` keeping only the attributes that change generated code.
+    """`target` keeping only the attributes that can change the partition.
 
     The partition stage reads this instead of target.json: a compile-only attribute
-    (opt_level, cflags, cc) then re-runs compiles, never the partition.
+    (opt_level, cflags, cc) or one backend's codegen option (cutlass split_k_slices) then
+    re-runs compiles or that backend's codegen, never the partition.
     """
-
-    def keep(instance: TargetInstance) -> TargetInstance:
-        affects = {a.name: a.affects for a in get_kind(instance.kind).attributes}
-        attrs = tuple((k, v) for k, v in instance.attrs if affects.get(k) == "codegen")
-        return TargetInstance(instance.kind, attrs)
-
-    return dataclasses.replace(
-        target,
-        host=keep(target.host),
-        device=keep(target.device) if target.device else None,
-        accelerators=tuple(keep(a) for a in target.accelerators),
-    )
+    return target.partition_view()

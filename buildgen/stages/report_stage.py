@@ -1,4 +1,4 @@
-"""report: target.json + graph.json + partition.json -> report.json and report.md."""
+"""report: target + graph + weights + partition -> report.json and report.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
-    parser.add_argument("--target", required=True, help="target.json")
+    parser.add_argument("--target", required=True, help="a target file (options/target.json)")
     parser.add_argument("--graph", required=True)
     parser.add_argument("--weights", required=True, help="weights.bin")
     parser.add_argument("--partition", required=True)

@@ -1,34 +1,38 @@
-"""The registry of target kinds, read from rules/<kind>.yaml and schemas/targets/<kind>.schema.json.
+"""Target kinds: one rules/<kind>.yaml plus one schemas/targets/<kind>.schema.json each.
 
-A kind is declared once, declaratively; code asks the registry, never a kind's name.
+A kind is declared once, declaratively; code asks a kind's properties (its device type,
+whether it is an external codegen and for which kind), never its name. Loading checks
+both files, so a plug-in's mistake is reported at its line, not as a crash later.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import string
 from dataclasses import dataclass
-from functools import cache
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import yaml
+import jsonschema
 
-from buildgen.errors import error
-from buildgen.resources import rules_dir, schemas_dir
+from buildgen.errors import BuildgenError, Diagnostic
+from buildgen.targets.documents import load_checked_yaml, meta_schema
 
 RULES_FORMAT = 1
+# The device type every host runs on. Non-external kinds of another device type are devices.
+HOST_DEVICE = "cpu"
+# What an attribute change re-runs, from the earliest action on: a value listed here also
+# re-runs everything after it (partition -> codegen -> compile -> link). "none": how a tool
+# runs (parallelism, scratch folders), never what it produces.
+AFFECTS = ("partition", "codegen", "compile", "link", "none")
 
 
-@dataclass(frozen=True)
-class ToolchainRule:
-    language: str  # "c", "cxx" or "cuda"
-    compiler: str  # a template over the kind's attributes, e.g. "{cc}"
-    flags: tuple[str, ...]
-    optional_flags: tuple[tuple[str, str], ...]  # (attribute, template) emitted when set
-    extra_flags_attr: str | None
-    link_flags: tuple[str, ...]
-    extra_link_flags_attr: str | None
-    pool: str | None = None
+class Role(str, Enum):
+    HOST = "host"  # a cpu kind that generates code itself (c)
+    DEVICE = "device"  # a non-cpu kind that generates code itself (cuda)
+    ACCELERATOR = "accelerator"  # an external codegen, for a host or device kind
 
 
 @dataclass(frozen=True)
@@ -36,20 +40,54 @@ class Attribute:
     name: str
     default: Any
     description: str
-    affects: str  # "codegen", "compile" or "link": which actions a change re-runs
+    affects: str  # one of AFFECTS
+
+
+@dataclass(frozen=True)
+class Inherit:
+    """An attribute that, unset, takes a value from the kind this one is external codegen for."""
+
+    attribute: str
+    source: str  # the attribute of the host or device it comes from
+    pattern: str | None = None  # take this regex's first group of the source's value
+
+
+@dataclass(frozen=True)
+class ToolchainRule:
+    language: str  # "c", "cxx" or "cuda"
+    compiler: str  # a template over the kind's attributes, e.g. "{cc}"
+    flags: tuple[str, ...]
+    optional_flags: tuple[tuple[str, tuple[str, ...]], ...]  # (attribute, templates) when set
+    extra_flags_attr: str | None
+    link_flags: tuple[str, ...]
+    optional_link_flags: tuple[tuple[str, tuple[str, ...]], ...]
+    extra_link_flags_attr: str | None
+    pool: str | None = None
+    pool_depth_attr: str | None = None  # the attribute giving the pool's depth
 
 
 @dataclass(frozen=True)
 class TargetKind:
     name: str
-    device: str  # "cpu" or "cuda"
+    device: str  # device type: "cpu", "cuda", ...
     is_external_codegen: bool
-    external_codegen_for: str | None  # the device kind it generates code for
-    backend: str  # "module:Class" implementing buildgen.backends.base.Backend
+    external_codegen_for: str | None  # the host or device kind it generates code for
+    backend: str | None  # "module:Class" implementing Backend; None: no code generator here
     toolchain: ToolchainRule
+    inherit: tuple[Inherit, ...]
     schema: dict[str, Any]
     rules_file: Path
     schema_file: Path
+
+    @property
+    def role(self) -> Role:
+        if self.is_external_codegen:
+            return Role.ACCELERATOR
+        return Role.HOST if self.device == HOST_DEVICE else Role.DEVICE
+
+    @property
+    def title(self) -> str:
+        return str(self.schema.get("title", self.name))
 
     @property
     def attributes(self) -> tuple[Attribute, ...]:
@@ -60,8 +98,26 @@ class TargetKind:
             if name != "kind"
         )
 
+    def attribute(self, name: str) -> Attribute:
+        for attr in self.attributes:
+            if attr.name == name:
+                return attr
+        raise KeyError(f"kind {self.name!r} has no attribute {name!r}")
+
     def defaults(self) -> dict[str, Any]:
         return {a.name: a.default for a in self.attributes}
+
+    def attribute_types(self, name: str) -> tuple[str, ...]:
+        kind = self.schema["properties"][name].get("type", ())
+        return (kind,) if isinstance(kind, str) else tuple(kind)
+
+
+def _templates(value: str | list[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _optional(data: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple(sorted((attr, _templates(t)) for attr, t in data.items()))
 
 
 def _toolchain(data: dict[str, Any]) -> ToolchainRule:
@@ -69,51 +125,114 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         language=data["language"],
         compiler=data["compiler"],
         flags=tuple(data.get("flags", ())),
-        optional_flags=tuple(sorted(data.get("optional_flags", {}).items())),
+        optional_flags=_optional(data.get("optional_flags", {})),
         extra_flags_attr=data.get("extra_flags_attr"),
         link_flags=tuple(data.get("link_flags", ())),
+        optional_link_flags=_optional(data.get("optional_link_flags", {})),
         extra_link_flags_attr=data.get("extra_link_flags_attr"),
         pool=data.get("pool"),
+        pool_depth_attr=data.get("pool_depth_attr"),
     )
 
 
-def load_kind(rules_file: Path, schema_file: Path) -> TargetKind:
-    data = yaml.safe_load(rules_file.read_text())
-    if data.get("format") != RULES_FORMAT:
-        raise error(f"{rules_file}: unsupported rules format {data.get('format')!r}")
+def _inherit(data: dict[str, Any]) -> tuple[Inherit, ...]:
+    out = []
+    for attr, source in sorted(data.items()):
+        if isinstance(source, str):
+            out.append(Inherit(attr, source))
+        else:
+            out.append(Inherit(attr, source["from"], source["pattern"]))
+    return tuple(out)
+
+
+def load_kind(
+    rules_file: Path, schema_file: Path, data: dict[str, Any] | None = None
+) -> TargetKind:
+    """Read and check one kind; `data` is the rules file's content when already read."""
+    if data is None:
+        data = load_checked_yaml(rules_file, meta_schema("rules"))
     if not schema_file.is_file():
-        raise error(f"{rules_file}: kind {data['kind']!r} has no schema at {schema_file}")
-    return TargetKind(
+        raise BuildgenError(
+            f"{rules_file}: kind {data['kind']!r} has no attribute schema at {schema_file}"
+        )
+    try:
+        schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise BuildgenError(f"{schema_file}: invalid JSON: {exc}") from None
+    kind = TargetKind(
         name=data["kind"],
         device=data["device"],
-        is_external_codegen=bool(data.get("is_external_codegen", False)),
+        is_external_codegen=data["is_external_codegen"],
         external_codegen_for=data.get("external_codegen_for"),
-        backend=data["backend"],
+        backend=data.get("backend"),
         toolchain=_toolchain(data["toolchain"]),
-        schema=json.loads(schema_file.read_text()),
+        inherit=_inherit(data.get("inherit", {})),
+        schema=schema,
         rules_file=rules_file,
         schema_file=schema_file,
     )
+    problems = _kind_problems(kind, rules_file.stem)
+    if problems:
+        raise BuildgenError([Diagnostic(p) for p in problems])
+    return kind
 
 
-@cache
-def registered_kinds() -> dict[str, TargetKind]:
-    kinds: dict[str, TargetKind] = {}
-    for rules_file in sorted(rules_dir().glob("*.yaml")):
-        kind = load_kind(rules_file, schemas_dir() / "targets" / f"{rules_file.stem}.schema.json")
-        kinds[kind.name] = kind
-    return kinds
+def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
+    """What the meta-schema cannot say: the two files agree, every attribute is documented."""
+    where, schema_where = str(kind.rules_file), str(kind.schema_file)
+    problems = []
+    if stem != kind.name:
+        problems.append(f"{where}: declares kind {kind.name!r}; name the file {kind.name}.yaml")
+    if kind.is_external_codegen != (kind.external_codegen_for is not None):
+        problems.append(
+            f"{where}: 'external_codegen_for' names the kind an external codegen generates "
+            "code for: give it exactly when is_external_codegen is true"
+        )
+    try:
+        jsonschema.Draft202012Validator.check_schema(kind.schema)
+    except jsonschema.SchemaError as exc:
+        return [*problems, f"{schema_where}: not a valid JSON Schema: {exc.message}"]
+    if kind.schema.get("additionalProperties") is not False:
+        problems.append(f"{schema_where}: set \"additionalProperties\": false, so typos are caught")
+    props = kind.schema.get("properties", {})
+    if props.get("kind") != {"const": kind.name}:
+        problems.append(f"{schema_where}: properties.kind must be {{\"const\": \"{kind.name}\"}}")
+    validator = jsonschema.Draft202012Validator(kind.schema)
+    for name, spec in sorted(props.items()):
+        if name == "kind":
+            continue
+        missing = [k for k in ("default", "description", "x-affects") if k not in spec]
+        if missing:
+            problems.append(f"{schema_where}: attribute {name!r} lacks {', '.join(missing)}")
+            continue
+        if spec["x-affects"] not in AFFECTS:
+            problems.append(
+                f"{schema_where}: attribute {name!r}: x-affects must be one of {', '.join(AFFECTS)}"
+            )
+        if any(True for _ in validator.iter_errors({name: spec["default"]})):
+            problems.append(f"{schema_where}: attribute {name!r}: its default is not valid")
+    for rule in kind.inherit:
+        if rule.attribute not in props:
+            problems.append(f"{where}: inherit: {rule.attribute!r} is not an attribute of the kind")
+        elif props[rule.attribute].get("default") is not None:
+            problems.append(
+                f"{where}: inherit: {rule.attribute!r} must default to null (unset = inherited)"
+            )
+        if rule.pattern is not None and re.compile(rule.pattern).groups < 1:
+            problems.append(f"{where}: inherit: {rule.attribute!r}: the pattern needs a group")
+    tc = kind.toolchain
+    named = [a for a, _ in (*tc.optional_flags, *tc.optional_link_flags)]
+    named += [a for a in (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr) if a]
+    for template in (tc.compiler, *tc.flags, *tc.link_flags):
+        named += template_fields(template)
+    for _, templates in (*tc.optional_flags, *tc.optional_link_flags):
+        named += [f for t in templates for f in template_fields(t) if f != "item"]
+    for attr in dict.fromkeys(named):
+        if attr not in props:
+            problems.append(f"{where}: toolchain uses {attr!r}, which is not an attribute")
+    return problems
 
 
-def get_kind(name: str) -> TargetKind:
-    kinds = registered_kinds()
-    if name not in kinds:
-        raise error(f"unknown target kind {name!r}; known kinds: {', '.join(sorted(kinds))}")
-    return kinds[name]
-
-
-def definition_files() -> tuple[Path, ...]:
-    """Every file the registry reads: the generator re-runs when one changes."""
-    return tuple(
-        sorted(p for k in registered_kinds().values() for p in (k.rules_file, k.schema_file))
-    )
+def template_fields(template: str) -> tuple[str, ...]:
+    """The attribute names a template uses: "-O{opt_level}" -> ("opt_level",)."""
+    return tuple(field for _, field, _, _ in string.Formatter().parse(template) if field)

@@ -1,12 +1,21 @@
-"""Resolved targets: the canonical form every later stage reads (target.json)."""
+"""Resolved targets: the canonical form every later stage reads (target.json).
+
+A resolved target is always a flat composite: one host, at most one device, and the
+external codegens ("accelerators") in priority order, each with every attribute filled.
+Its JSON is canonical (sorted keys, defaults and inherited values filled), so two ways of
+writing one target give the same bytes and the same digest.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from buildgen.targets.kinds import get_kind
+from buildgen.targets.registry import get_kind
 
 TARGET_FORMAT = 1
 
@@ -40,6 +49,20 @@ class TargetInstance:
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **{k: _thaw(v) for k, v in self.attrs}}
 
+    def with_attrs(self, changes: dict[str, Any]) -> TargetInstance:
+        return TargetInstance.make(self.kind, {**dict(self.attrs), **changes})
+
+    def keep(self, affects: Iterable[str]) -> TargetInstance:
+        """Only the attributes whose change re-runs one of the `affects` actions."""
+        wanted = set(affects)
+        table = {a.name: a.affects for a in get_kind(self.kind).attributes}
+        return TargetInstance(self.kind, tuple((k, v) for k, v in self.attrs if table[k] in wanted))
+
+    def describe(self) -> str:
+        """`kind {attr: value, ...}`, for messages."""
+        attrs = ", ".join(f"{k}: {json.dumps(_thaw(v))}" for k, v in self.attrs)
+        return f"{self.kind} {{{attrs}}}" if attrs else self.kind
+
 
 @dataclass(frozen=True)
 class Toolchain:
@@ -50,6 +73,7 @@ class Toolchain:
     cflags: tuple[str, ...]
     ldflags: tuple[str, ...]
     pool: str | None
+    pool_depth: int | None = None  # set by the kind owning the pool's depth attribute
 
 
 @dataclass(frozen=True)
@@ -64,12 +88,34 @@ class ResolvedTarget:
         return self.host.kind
 
     @property
+    def members(self) -> tuple[TargetInstance, ...]:
+        """Every instance, in priority order: accelerators, then the device, then the host."""
+        return (*self.accelerators, *((self.device,) if self.device else ()), self.host)
+
+    @property
     def backends(self) -> tuple[str, ...]:
-        """Kinds that may own regions: accelerators in priority order, then the host."""
-        return tuple(a.kind for a in self.accelerators) + (self.host.kind,)
+        """Kinds that may own regions, in priority order; the host comes last."""
+        return tuple(m.kind for m in self.members)
+
+    @property
+    def device_types(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(get_kind(m.kind).device for m in self.members))
+
+    def targets_for(self, device_type: str) -> tuple[TargetInstance, ...]:
+        """The members running on `device_type`, in priority order."""
+        return tuple(m for m in self.members if get_kind(m.kind).device == device_type)
+
+    def primary(self, device_type: str) -> TargetInstance | None:
+        """The device type's primary target: its one member that is not an external codegen
+        (the host for the cpu, the device for its type). External codegens compete with it
+        for regions but run on the device it owns."""
+        for member in self.targets_for(device_type):
+            if not get_kind(member.kind).is_external_codegen:
+                return member
+        return None
 
     def instance(self, kind: str) -> TargetInstance:
-        for inst in (*self.accelerators, self.host, *((self.device,) if self.device else ())):
+        for inst in self.members:
             if inst.kind == kind:
                 return inst
         raise KeyError(f"target {self.name!r} has no {kind!r}")
@@ -87,37 +133,43 @@ class ResolvedTarget:
     def canonical_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, indent=1) + "\n"
 
+    def digest(self) -> str:
+        """sha256 of what the target means; its name is left out, so equal targets under
+        two names share a digest."""
+        meaning = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
+
+    def same_as(self, other: ResolvedTarget) -> bool:
+        """Equal in meaning, whatever each is called."""
+        return dataclasses.replace(other, name=self.name) == self
+
     def codegen_options(self, kind: str) -> dict[str, Any]:
-        """Only the attributes that change generated code, so other edits don't re-run codegen."""
-        inst = self.instance(kind)
-        affects = {a.name: a.affects for a in get_kind(kind).attributes}
-        return {k: _thaw(v) for k, v in inst.attrs if affects.get(k) == "codegen"}
+        """What options/<kind>.json holds: only attributes that change `kind`'s generated
+        code, so a compile flag or another backend's option re-runs none of its codegen."""
+        return {k: _thaw(v) for k, v in self.instance(kind).keep(("partition", "codegen")).attrs}
+
+    def run_options(self, kind: str) -> dict[str, Any]:
+        """Attributes that change how `kind`'s tools run, never what they produce."""
+        return {k: _thaw(v) for k, v in self.instance(kind).keep(("none",)).attrs}
+
+    def partition_view(self) -> ResolvedTarget:
+        """This target keeping only the attributes that can change the partition: what the
+        partition stage reads, so a codegen or compile option re-runs no partition."""
+        return dataclasses.replace(
+            self,
+            host=self.host.keep(("partition",)),
+            device=self.device.keep(("partition",)) if self.device else None,
+            accelerators=tuple(a.keep(("partition",)) for a in self.accelerators),
+        )
 
     def toolchain(self, kind: str) -> Toolchain:
-        rule = get_kind(kind).toolchain
-        attrs = dict(self.instance(kind).attrs)
-        # Compile flags come from the backend that generated the code; the host's
-        # compiler settings are shared by every C module of the target.
-        host_attrs = dict(self.host.attrs)
-        merged = {**host_attrs, **attrs}
-        cflags = [f.format(**merged) for f in rule.flags]
-        cflags += [tmpl.format(**merged) for attr, tmpl in rule.optional_flags if merged.get(attr)]
-        if rule.extra_flags_attr:
-            cflags += list(merged.get(rule.extra_flags_attr) or ())
-        ldflags = [f.format(**merged) for f in rule.link_flags]
-        if rule.extra_link_flags_attr:
-            ldflags += list(merged.get(rule.extra_link_flags_attr) or ())
-        return Toolchain(
-            language=rule.language,
-            cc=rule.compiler.format(**merged),
-            cflags=tuple(cflags),
-            ldflags=tuple(ldflags),
-            pool=rule.pool,
-        )
+        from buildgen.targets.toolchain import toolchain_for
+
+        return toolchain_for(self, kind)
 
 
 def target_from_dict(data: dict[str, Any]) -> ResolvedTarget:
-    """Read back target.json."""
+    """Read back target.json (or a view of it)."""
     if data.get("format") != TARGET_FORMAT:
         raise ValueError(f"unsupported target file format {data.get('format')!r}")
 

@@ -40,3 +40,48 @@ def test_only_build_takes_ninja_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["gen", "--", "-j2"])
     assert "after '--'" in capsys.readouterr().err
+
+
+def _project(root):
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "m.onnx").write_bytes(b"")  # gen and `ninja -n` never read it
+    manifest = root / "BUILD.yaml"
+    manifest.write_text(
+        "buildgen: 1\n"
+        "targets:\n  cpu: {kind: composite, host: {kind: c, opt_level: 2}}\n"
+        "models:\n  m: {source: models/m.onnx, inputs: {x: [1, 4]}, targets: [cpu, c]}\n"
+    )
+    return manifest
+
+
+def test_gen_writes_the_build_files_once(tmp_path):
+    manifest = _project(tmp_path / "proj")
+    assert main(["gen", "--manifest", str(manifest)]) == 0
+    build = tmp_path / "proj" / "build"
+    text = (build / "build.ninja").read_text()
+    assert "build m/graph.json m/weights.bin: import ../models/m.onnx\n" in text
+    assert str(tmp_path) not in text  # paths under the project are relative
+    for rel in ("m/cpu/target.json", "m/cpu/options/c.json", "m/c/options/target.json"):
+        assert (build / rel).is_file()
+    stamps = {p: p.stat().st_mtime_ns for p in build.rglob("*") if p.is_file()}
+    assert main(["gen", "--manifest", str(manifest)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in build.rglob("*") if p.is_file()} == stamps
+
+
+def test_build_passes_names_and_ninja_arguments_through(tmp_path, capfd):
+    manifest = _project(tmp_path / "proj")
+    build = tmp_path / "out"
+    assert main(["build", "--manifest", str(manifest), "--build-dir", str(build),
+                 "m-cpu", "--", "-n"]) == 0
+    out = capfd.readouterr().out
+    assert "IMPORT m" in out and "LINK m/cpu libm.so" in out
+    assert "PARTITION m/c\n" not in out  # only the named target
+    assert not (build / "m" / "graph.json").exists()  # -n: nothing ran
+
+
+def test_target_errors_point_into_the_manifest(tmp_path, capsys):
+    manifest = _project(tmp_path / "proj")
+    manifest.write_text(manifest.read_text().replace("opt_level: 2", "opt_levle: 2"))
+    assert main(["gen", "--manifest", str(manifest)]) == 1
+    err = capsys.readouterr().err
+    assert f"{manifest}:3:" in err and "did you mean 'opt_level'?" in err

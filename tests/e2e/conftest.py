@@ -26,11 +26,15 @@ def _env() -> dict[str, str]:
 
 
 def run_build(
-    manifest: Path, build_dir: Path, ninja_args: Sequence[str] = (), check: bool = True
+    manifest: Path,
+    build_dir: Path,
+    ninja_args: Sequence[str] = (),
+    check: bool = True,
+    names: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """`buildgen build --manifest M --build-dir B -- <ninja_args>`, output captured."""
-    cmd = [sys.executable, "/tmp/shim/run_bg.py", "build", "--manifest", str(manifest)]
-    cmd += ["--build-dir", str(build_dir)]
+    """`buildgen build --manifest M --build-dir B [names] -- <ninja_args>`, output captured."""
+    cmd = [sys.executable, "-m", "buildgen", "build", "--manifest", str(manifest)]
+    cmd += ["--build-dir", str(build_dir), *names]
     if ninja_args:
         cmd += ["--", *ninja_args]
     result = subprocess.run(
@@ -46,15 +50,31 @@ def buildgen_build() -> BuildFn:
     return run_build
 
 
-def ort_run(model: Path, feeds: Mapping[str, np.ndarray], threads: int = 1) -> list[np.ndarray]:
-    """onnxruntime's outputs (CPU, `threads` intra-op threads) in the model's output order."""
+@pytest.fixture(scope="session")
+def repo_env() -> dict[str, str]:
+    """The environment for subprocesses that import buildgen from this checkout."""
+    return _env()
+
+
+def ort_session(model: Path, threads: int = 1):  # -> onnxruntime.InferenceSession
+    """An onnxruntime CPU session with `threads` intra-op threads."""
     ort = pytest.importorskip("onnxruntime")
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3  # unused-initializer warnings of node tests are noise here
-    session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+
+
+def ort_run(model: Path, feeds: Mapping[str, np.ndarray], threads: int = 1) -> list[np.ndarray]:
+    """onnxruntime's outputs in the model's output order; feeds it does not take are dropped."""
+    session = ort_session(model, threads)
     names = {i.name for i in session.get_inputs()}
     return list(session.run(None, {k: v for k, v in feeds.items() if k in names}))
+
+
+@pytest.fixture(scope="session")
+def onnxruntime_session():
+    return ort_session
 
 
 @pytest.fixture(scope="session")

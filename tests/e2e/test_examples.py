@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,7 @@ RTOL, ATOL = 1e-3, 1e-4
 @pytest.fixture(scope="module")
 def examples_build(tmp_path_factory: pytest.TempPathFactory, buildgen_build) -> Path:
     build_dir = tmp_path_factory.mktemp("examples-build")
-    buildgen_build(MANIFEST, build_dir, ["-k", "0"], check=False)
+    buildgen_build(MANIFEST, build_dir)
     return build_dir
 
 
@@ -87,3 +88,13 @@ def test_run_mlp_c_program(examples_build: Path, tmp_path: Path, onnxruntime_out
     assert out_name == "y" and int(count) == reference.size
     printed = np.array([float(v) for v in lines[1].split()], dtype=np.float32)
     np.testing.assert_allclose(printed, reference.ravel(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_bench_runs_on_the_build(examples_build: Path, repo_env: dict[str, str]):
+    """bench/bench_ort.py (few runs) works on this build and checks its numbers first."""
+    cmd = [sys.executable, str(REPO / "bench" / "bench_ort.py"), "--no-build"]
+    cmd += ["--build-dir", str(examples_build), "--runs", "3", "--warmup", "1", "--markdown"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=repo_env).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert [row.split("|")[1].strip() for row in rows[1:]] == sorted(MODELS)

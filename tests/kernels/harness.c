@@ -67,7 +67,8 @@ int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
                       int act, float act_alpha, float act_beta, int64_t misalign)
 {
     const bg_epilogue ep = make_ep(bias, bias_axis, act, act_alpha, act_beta);
-    workspace packed = ws_new(bg_sgemm_packed_b_bytes(N, K), (size_t)misalign);
+    /* The packed B is a float array: misalign it by whole floats only. */
+    workspace packed = ws_new(bg_sgemm_packed_b_bytes(N, K), (size_t)misalign & ~(size_t)3);
     bg_sgemm_pack_b(tb, N, K, B, ldb, packed.start);
     workspace w = ws_new(bg_sgemm_workspace_bytes(M, N, K), (size_t)misalign);
     bg_sgemm_prepacked(ta, M, N, K, alpha, A, lda, packed.start, beta, C, ldc,

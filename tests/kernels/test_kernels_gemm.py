@@ -17,8 +17,8 @@ from bgk_reference import (
 )
 from conftest import Epilogue, Kernels
 
-# (M, N, K): odd edges, exact tiles, and sizes that cross KC=256, MC=128, NC=3072 and the
-# small-M limit (16) below which B is read in place.
+# (M, N, K): odd edges, exact tiles, and sizes that cross KC=256, MC=128, NC=3072, the
+# small-M limit (16) below which B is read in place, and the small-M B-block cap.
 SHAPES = [
     (1, 1, 1),
     (1, 65, 17),
@@ -32,7 +32,9 @@ SHAPES = [
     (16, 40, 33),
     (17, 41, 520),
     (130, 50, 300),
+    (20, 500, 300),  # M <= MC: B blocks capped to stay in L2, several column blocks
     (5, 3100, 3),
+    (130, 3100, 5),  # M > MC and N > NC
 ]
 
 
@@ -163,12 +165,9 @@ def test_no_product(kernels_any: Kernels, k_dim: int, alpha: float) -> None:
     """K == 0 or alpha == 0: C = epilogue(beta * C), and A/B are never read."""
     m, n = 6, 30
     rng = np.random.default_rng(1)
-    a = np.full((m, max(k_dim, 1)), np.nan, np.float32)[:, :k_dim]
-    b = (
-        np.full((max(k_dim, 1), n), np.nan, np.float32)[:k_dim]
-        if k_dim
-        else np.zeros((1, n), np.float32)[:0]
-    )
+    # Views of one-larger NaN buffers, so that K == 0 still has valid strides.
+    a = np.full((m, k_dim + 1), np.nan, np.float32)[:, :k_dim]
+    b = np.full((k_dim + 1, n), np.nan, np.float32)[:k_dim]
     c = rng.standard_normal((m, n)).astype(np.float32)
     bias = rng.standard_normal(m).astype(np.float32)
     ep = Epilogue(bias, 1, ACT_RELU)

@@ -157,3 +157,12 @@ def test_toolchain_pools_are_declared_with_the_configured_depth(tmp_path):
     assert "pool heavy\n  depth = 2\n" in text
     assert "build cnn/cpu/obj/c.o: cc cnn/cpu/src/c.c || cnn/cpu/include/cnn.h\n" in text
     assert "  pool = heavy\n" in text
+
+
+def test_the_report_ignores_compile_only_attributes(planned):
+    plan, _ = planned
+    action = plan.action_for("mlp/fast/report.json")
+    assert action.inputs == (
+        "mlp/fast/options/target.json", "mlp/graph.json", "mlp/weights.bin",
+        "mlp/fast/partition.json",
+    )

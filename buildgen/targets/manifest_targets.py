@@ -1,0 +1,118 @@
+"""The targets of a manifest: its `targets:` section, the registered names its models use,
+and whether buildgen can build them. Every problem is located in the manifest.
+"""
+
+from __future__ import annotations
+
+from buildgen.errors import BuildgenError, Diagnostic, error
+from buildgen.manifest import Manifest
+from buildgen.manifest.sourcemap import sort_diagnostics
+from buildgen.targets.attributes import did_you_mean
+from buildgen.targets.compose import Composed
+from buildgen.targets.expand import Definition, Expander, Scope, Site
+from buildgen.targets.model import ResolvedTarget
+from buildgen.targets.registry import has_code_generator, registered_kinds
+from buildgen.targets.resolve import resolve_definition, tag_definitions
+
+
+class ManifestTargets:
+    """Resolves a manifest's targets on demand, each once; problems accumulate."""
+
+    def __init__(self, manifest: Manifest):
+        self.manifest = manifest
+        self.definitions = {
+            spec.name: Definition(spec.name, spec.data, Site(manifest, ("targets", spec.name)),
+                                  "manifest")
+            for spec in manifest.targets
+        }
+        self.expander = Expander(Scope(self.definitions, tag_definitions()))
+        self._done: dict[str, Composed | None] = {}
+        for name in self.definitions:
+            if name in registered_kinds():
+                self.expander.problems.append(manifest.diagnostic(
+                    ("targets", name), f"target name {name!r} is the name of a target kind",
+                    f"rename it, e.g. 'my-{name}'; '{name}' alone already means the kind",
+                    at_key=True,
+                ))
+
+    @property
+    def problems(self) -> list[Diagnostic]:
+        return self.expander.problems
+
+    def resolve(self, name: str, use: Site | None = None) -> Composed | None:
+        """`name` as a model (or `--show`) refers to it: the manifest's target of that name,
+        else a registered kind or tag; `use` is where it is named."""
+        if name not in self._done:
+            definition = self.definitions.get(name)
+            if definition is None:
+                where = use or Site(self.manifest, ())
+                definition = Definition(name, name, where, "model")
+            self._done[name] = resolve_definition(self.expander, definition)
+        return self._done[name]
+
+    def buildability(self, used: dict[str, list[str]]) -> None:
+        """Report, at gen time, every used target with a kind buildgen cannot generate code
+        for, so the build fails here and not half-way through."""
+        able = sorted(k for k in registered_kinds() if has_code_generator(k))
+        for name, models in sorted(used.items()):
+            composed = self._done.get(name)
+            if composed is None:
+                continue
+            # Kinds written at one place (a tag brings several) make one message.
+            by_site: dict[tuple[object, ...], list[str]] = {}
+            for kind in composed.target.backends:
+                if not has_code_generator(kind):
+                    site = composed.site(kind)
+                    by_site.setdefault((site.path, site.via), []).append(kind)
+            for kinds in by_site.values():
+                what = (f"kind {kinds[0]!r} has" if len(kinds) == 1
+                        else f"kinds {', '.join(map(repr, kinds))} have")
+                self.expander.fail(
+                    composed.site(kinds[0]),
+                    f"{what} no code generator in this buildgen yet, so target {name!r} "
+                    f"(used by {_models(models)}) cannot be built",
+                    f"`buildgen targets --show {name}` still resolves it; kinds that build "
+                    f"today: {', '.join(able)}",
+                )
+
+
+def _models(models: list[str]) -> str:
+    names = ", ".join(repr(m) for m in models)
+    return f"model {names}" if len(models) == 1 else f"models {names}"
+
+
+def resolve_targets(manifest: Manifest) -> dict[str, ResolvedTarget]:
+    """What gen builds: every target of the manifest, and the registered names its models
+    use, by name. Raises one BuildgenError listing every problem, including a used target
+    with a kind that has no code generator."""
+    targets = ManifestTargets(manifest)
+    for name in targets.definitions:
+        targets.resolve(name)
+    used: dict[str, list[str]] = {}
+    for model in manifest.models:
+        for index, name in enumerate(model.targets):
+            use = Site(manifest, ("models", model.name, "targets", index))
+            if targets.resolve(name, use) is not None:
+                used.setdefault(name, []).append(model.name)
+    targets.buildability(used)
+    if targets.problems:
+        raise BuildgenError(sort_diagnostics(targets.problems))
+    resolved = {name: targets.resolve(name) for name in [*targets.definitions, *used]}
+    return {name: c.target for name, c in sorted(resolved.items()) if c is not None}
+
+
+def resolve_manifest_target(manifest: Manifest, name: str) -> ResolvedTarget:
+    """One target by name, as `buildgen targets --show` prints it: the manifest's, or a
+    registered kind or tag. Resolving does not need a code generator."""
+    targets = ManifestTargets(manifest)
+    known = {*targets.expander.visible(None), *registered_kinds()}
+    if name not in known:
+        raise error(
+            f"no target {name!r} in {manifest.path.name} and no registered kind or tag of "
+            "that name",
+            hint=did_you_mean(name, known),
+        )
+    composed = targets.resolve(name)
+    if composed is None:  # problems elsewhere in the manifest do not hide a good target
+        raise BuildgenError(sort_diagnostics(targets.problems) or f"cannot resolve {name!r}")
+    return composed.target

@@ -1,0 +1,77 @@
+"""Compile and link commands of one backend, from its rules file and its resolved attributes.
+
+Templates see only the backend's own attributes: an external codegen's compiler settings
+that follow its host or device were filled in at resolution ("inherit" in its rules), so
+the canonical target already says exactly what every command uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from buildgen.errors import BuildgenError
+from buildgen.targets.kinds import template_fields
+from buildgen.targets.registry import get_kind
+
+if TYPE_CHECKING:
+    from buildgen.targets.model import ResolvedTarget, Toolchain
+
+
+def _format(template: str, attrs: Mapping[str, Any], kind: str) -> str:
+    for field in template_fields(template):
+        if attrs.get(field) is None:
+            raise BuildgenError(
+                f"backend {kind!r}: its rules need attribute {field!r} ({template!r}), "
+                "which is unset"
+            )
+    return template.format(**attrs)
+
+
+def _optional(
+    rules: Iterable[tuple[str, tuple[str, ...]]], attrs: Mapping[str, Any], kind: str
+) -> list[str]:
+    flags: list[str] = []
+    for attr, templates in rules:
+        value = attrs.get(attr)
+        if value is None or value == () or value is False:
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            flags += [_format(t, {**attrs, "item": item}, kind) for t in templates]
+    return flags
+
+
+def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
+    from buildgen.targets.model import Toolchain
+
+    rule = get_kind(kind).toolchain
+    attrs = dict(target.instance(kind).attrs)
+    cflags = [_format(f, attrs, kind) for f in rule.flags]
+    cflags += _optional(rule.optional_flags, attrs, kind)
+    if rule.extra_flags_attr:
+        cflags += list(attrs.get(rule.extra_flags_attr) or ())
+    ldflags = [_format(f, attrs, kind) for f in rule.link_flags]
+    ldflags += _optional(rule.optional_link_flags, attrs, kind)
+    if rule.extra_link_flags_attr:
+        ldflags += list(attrs.get(rule.extra_link_flags_attr) or ())
+    depth = attrs.get(rule.pool_depth_attr) if rule.pool_depth_attr else None
+    return Toolchain(
+        language=rule.language,
+        cc=_format(rule.compiler, attrs, kind),
+        cflags=tuple(cflags),
+        ldflags=tuple(ldflags),
+        pool=rule.pool,
+        pool_depth=depth,
+    )
+
+
+def pool_depths(targets: Iterable[ResolvedTarget]) -> tuple[tuple[str, int], ...]:
+    """Each pool's depth over every target built at once: the smallest asked for, since a
+    pool bounds memory and one build.ninja holds every target's compiles."""
+    depths: dict[str, int] = {}
+    for target in targets:
+        for kind in target.backends:
+            tc = toolchain_for(target, kind)
+            if tc.pool is not None and tc.pool_depth is not None:
+                depths[tc.pool] = min(depths.get(tc.pool, tc.pool_depth), tc.pool_depth)
+    return tuple(sorted(depths.items()))
