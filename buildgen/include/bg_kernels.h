@@ -18,7 +18,7 @@
  *   bg_gemv.h     bg_sgemm's matrix-vector paths (M == 1 or N == 1)
  *   bg_window.h   one output row of a sliding window (depthwise conv, pooling)
  *   bg_conv.h     bg_conv2d: implicit im2col (packed straight into GEMM panels), depthwise
- *   bg_pool.h     bg_maxpool2d, bg_avgpool2d
+ *   bg_pool.h     bg_maxpool2d, bg_avgpool2d and their 3-D forms (two 2-D passes)
  */
 #ifndef BG_KERNELS_H
 #define BG_KERNELS_H

@@ -1,7 +1,9 @@
-/* bg_pool.h — 2-D max and average pooling (part of bg_kernels.h; include that instead).
+/* bg_pool.h — 2-D and 3-D max and average pooling (part of bg_kernels.h; include that
+ * instead).
  *
- * Both run one output row at a time through bg_window.h (padding checks only at the row's
- * edges, vectorized interior); average pooling then divides by each window's tap count.
+ * 2-D pooling runs one output row at a time through bg_window.h (padding checks only at the
+ * row's edges, vectorized interior); average pooling then divides by each window's tap count.
+ * 3-D pooling runs as two 2-D passes (see bg_maxpool3d). 1-D pooling is 2-D with H = 1.
  */
 #ifndef BG_KERNELS_H
 #error "include bg_kernels.h, not bg_pool.h"
@@ -77,6 +79,60 @@ BG_API void bg_avgpool2d(const bg_pool2d_params *p, const float *X, float *Y)
             }
         }
     }
+}
+
+/* A 3-D window is the product of a 2-D (H, W) window and a 1-D window along D, and both
+ * max and sum factor over such a product, as does the average's divisor (the taps counted
+ * along each axis multiply). So 3-D pooling is two passes of the 2-D kernels above:
+ *   1. (H, W) over every input depth slice: X [N*C*D planes of H x W] -> T [.., OH x OW];
+ *   2. D with a KD x 1 window: T read as N*C planes of D rows of OH*OW columns -> Y.
+ * Pass 2 has KW = 1 and stride 1 along its rows, the vectorized interior's best case.
+ * Average pooling divides in each pass by that pass's tap count. T lives in the workspace. */
+typedef struct bg_pool3d_params {
+    int64_t N, C, D, H, W, OD, OH, OW, KD, KH, KW;
+    int64_t stride_d, stride_h, stride_w, dil_d, dil_h, dil_w;
+    int64_t pad_front, pad_top, pad_left, pad_back, pad_bottom, pad_right;
+    int count_include_pad; /* AveragePool only */
+} bg_pool3d_params;
+
+static inline size_t bg_pool3d_workspace_bytes(const bg_pool3d_params *p)
+{
+    return (size_t)(p->N * p->C * p->D * p->OH * p->OW) * sizeof(float);
+}
+
+static inline void bg__pool3d_passes(const bg_pool3d_params *p, bg_pool2d_params *hw,
+                                     bg_pool2d_params *d)
+{
+    const bg_pool2d_params first = {
+        .N = p->N * p->C * p->D, .C = 1, .H = p->H, .W = p->W, .OH = p->OH, .OW = p->OW,
+        .KH = p->KH, .KW = p->KW, .stride_h = p->stride_h, .stride_w = p->stride_w,
+        .dil_h = p->dil_h, .dil_w = p->dil_w, .pad_top = p->pad_top, .pad_left = p->pad_left,
+        .count_include_pad = p->count_include_pad, .pad_bottom = p->pad_bottom,
+        .pad_right = p->pad_right};
+    const bg_pool2d_params second = {
+        .N = p->N * p->C, .C = 1, .H = p->D, .W = p->OH * p->OW, .OH = p->OD,
+        .OW = p->OH * p->OW, .KH = p->KD, .KW = 1, .stride_h = p->stride_d, .stride_w = 1,
+        .dil_h = p->dil_d, .dil_w = 1, .pad_top = p->pad_front, .pad_left = 0,
+        .count_include_pad = p->count_include_pad, .pad_bottom = p->pad_back, .pad_right = 0};
+    *hw = first;
+    *d = second;
+}
+
+/* ws: bg_pool3d_workspace_bytes(p) bytes. */
+BG_API void bg_maxpool3d(const bg_pool3d_params *p, const float *X, float *Y, void *ws)
+{
+    bg_pool2d_params hw, d;
+    bg__pool3d_passes(p, &hw, &d);
+    bg_maxpool2d(&hw, X, (float *)ws);
+    bg_maxpool2d(&d, (const float *)ws, Y);
+}
+
+BG_API void bg_avgpool3d(const bg_pool3d_params *p, const float *X, float *Y, void *ws)
+{
+    bg_pool2d_params hw, d;
+    bg__pool3d_passes(p, &hw, &d);
+    bg_avgpool2d(&hw, X, (float *)ws);
+    bg_avgpool2d(&d, (const float *)ws, Y);
 }
 
 #endif /* BG_POOL_H */

@@ -65,9 +65,12 @@ def current_context(
 
 
 def generator_inputs() -> tuple[Path, ...]:
-    """rules/ and schemas/ (every file, and the folders so that an added file counts), and
-    the file holding buildgen's version, so upgrading buildgen regenerates build.ninja."""
-    found: set[Path] = {Path(buildgen.__file__).resolve()}
+    """rules/ and schemas/ (every file, and the folders so that an added file counts), every
+    definition file a plug-in brings, and the file holding buildgen's version, so upgrading
+    buildgen regenerates build.ninja."""
+    from buildgen.targets import definition_files
+
+    found: set[Path] = {Path(buildgen.__file__).resolve(), *definition_files()}
     for top in (rules_dir(), schemas_dir()):
         if not top.is_dir():
             continue

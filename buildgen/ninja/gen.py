@@ -13,7 +13,7 @@ from buildgen.ninja.context import current_context
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
-from buildgen.targets import is_known_target, resolve_targets
+from buildgen.targets import is_known_target, pool_depths, resolve_targets
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     manifest = load_manifest(manifest_path, is_known_target)
     targets = resolve_targets(manifest)
     out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
-    ctx = current_context(manifest.path, manifest.root, out_dir)
+    ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()))
     files = gen_files(manifest.models, targets)
     plan = plan_build(manifest.models, targets, ctx, tuple(files))
     files[BUILD_NINJA] = emit(plan, ctx.version)
