@@ -34,12 +34,37 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "targets": Subcommand(
         "buildgen.targets.cli", "list target kinds, attributes and tags; --show one target"
     ),
+    "explain": Subcommand(
+        "buildgen.partition.cli_explain", "why each region of a model runs on its backend"
+    ),
+    "report": Subcommand(
+        "buildgen.partition.cli_report", "build, then write report.html + partition.svg"
+    ),
+    "tune": Subcommand(
+        "buildgen.partition.cli_tune", "measure candidate kernels into a tuning-records file"
+    ),
+    "cmake": Subcommand(
+        "buildgen.cmake.cli", "write the CMake fragment (buildgen_add_models runs it)"
+    ),
 }
 
 
 class CommandModule(Protocol):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
     def run(self, args: argparse.Namespace) -> int: ...
+
+
+class _PrintCMakeDir(argparse.Action):
+    """Like --version: prints and exits, whatever else is on the command line."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from buildgen.resources import cmake_dir
+
+        print(cmake_dir())
+        parser.exit()
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -51,6 +76,11 @@ def _top_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"buildgen {__version__}")
+    parser.add_argument(
+        "--cmake-dir", action=_PrintCMakeDir,
+        help="print the folder of buildgen's CMake package (for -Dbuildgen_DIR= or "
+        "CMAKE_PREFIX_PATH) and exit",
+    )
     parser.add_argument("command", choices=list(SUBCOMMANDS), metavar="command")
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser

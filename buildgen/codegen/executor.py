@@ -58,10 +58,12 @@ def boundary_bytes(graph: Graph, partition: Partition) -> int:
 
 
 def _pointer(graph: Graph, plan: _Plan, name: str) -> str:
-    if name in graph.output_names:
-        return f"outputs[{graph.output_names.index(name)}]"
+    # An input that is also an output is read from the input: the output gets its copy
+    # only after the regions ran (_passthrough_outputs).
     if name in graph.input_names:
         return f"(void *)inputs[{graph.input_names.index(name)}]"
+    if name in graph.output_names:
+        return f"outputs[{graph.output_names.index(name)}]"
     return f"(void *)(m->arena + {plan.offsets[name]})"
 
 
@@ -164,10 +166,13 @@ def _run(model: str, graph: Graph, partition: Partition, plan: _Plan) -> list[st
         "    int i;",
         "    if (!m) return -1;",
         "    m->error[0] = '\\0';",
+        # An empty tensor's pointer may be NULL: nothing reads or writes through it.
         f"    for (i = 0; i < {len(graph.inputs)}; ++i)",
-        '        if (!inputs || !inputs[i]) return fail(m, "input", i);',
+        f"        if (!inputs || (!inputs[i] && {model}_input_bytes[i] != 0))",
+        '            return fail(m, "input", i);',
         f"    for (i = 0; i < {len(graph.outputs)}; ++i)",
-        '        if (!outputs || !outputs[i]) return fail(m, "output", i);',
+        f"        if (!outputs || (!outputs[i] && {model}_output_bytes[i] != 0))",
+        '            return fail(m, "output", i);',
     ]
     for region, io in zip(partition.regions, plan.ios, strict=True):
         ins = ", ".join(_pointer(graph, plan, n) for n in io.inputs) or "NULL"
@@ -193,7 +198,7 @@ def _passthrough_outputs(model: str, graph: Graph) -> list[str]:
     """Outputs no node produces (an input or a weight returned as is) are copied."""
     lines = []
     for j, out in enumerate(graph.outputs):
-        if graph.producer(out.name) is not None:
+        if graph.producer(out.name) is not None or out.type.nbytes == 0:
             continue
         if out.name in graph.input_names:
             src = f"inputs[{graph.input_names.index(out.name)}]"

@@ -1,8 +1,8 @@
 """The import stage: ONNX → graph IR with static shapes, plus a weights file.
 
 What later stages can rely on in an imported graph:
-- every tensor has a static shape and a dtype of float32, int64, int32 or bool; run-time
-  tensors have no zero-sized dims (weights may, e.g. an empty shape for a scalar);
+- every tensor has a static shape and a dtype of float32, int64, int32 or bool; dims may
+  be zero (an empty tensor, of 0 bytes), for run-time tensors and weights alike;
 - constant subgraphs are folded: Shape/Gather/Concat/... chains end as constants, and a
   shape-like input (Reshape's shape, Expand's shape, Slice's starts/ends/axes/steps,
   Unsqueeze's axes, ...) stays an *input* holding an int64 weight, read from the weights

@@ -1,7 +1,9 @@
 """The folded ONNX graph → the IR Graph and its weights file.
 
 Dead nodes and unused constants are dropped here, unused optional outputs are
-disconnected, and every remaining tensor must have a static shape and an IR dtype.
+disconnected, and every remaining tensor must have a static shape and an IR dtype. A
+static shape may hold zero-sized dims: an empty tensor is a valid value (an empty split
+piece, an out-of-range slice) that backends handle without touching memory.
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ def _values(
     bad_dtypes: list[tuple[str, str]] = []
     for name in names:
         info = types.get(name, TensorInfo(0, None))
-        if not info.is_static or 0 in (info.shape or ()):
+        if not info.is_static:
             dynamic.append(f"'{name}' {_describe(name, info, nodes)}")
             continue
         if info.elem_type not in _DTYPES:
@@ -183,10 +185,9 @@ def _values(
         listed = "; ".join(dynamic[:_MAX_LISTED])
         more = f" (and {len(dynamic) - _MAX_LISTED} more)" if len(dynamic) > _MAX_LISTED else ""
         raise error(
-            f"{spec.source}: tensors without a static non-empty shape after folding: "
-            f"{listed}{more}",
+            f"{spec.source}: tensors without a static shape after folding: {listed}{more}",
             hint="buildgen needs static shapes; data-dependent shapes (NonZero, Unique, ...) "
-            "and zero-sized tensors are not supported",
+            "are not supported",
         )
     return values, bad_dtypes
 

@@ -113,9 +113,15 @@ def _set_dims(value: onnx.ValueInfoProto, given: Sequence[int], where: str, sour
         dims = tuple(operator.index(d) for d in given if not isinstance(d, bool))
     except TypeError:
         dims = ()
-    if len(dims) != len(given) or any(d < 1 for d in dims):
-        raise error(f"{where}: dims must be positive integers, got {list(given)}")
     info = info_from_type(value.type)
+    # A zero dim is accepted only where the model itself fixes it to 0 (an empty input):
+    # setting a dynamic dim to 0 is almost surely a mistake.
+    fixed_zero = [d == 0 for d in info.shape] if info and info.shape else []
+    zero_ok = [axis < len(fixed_zero) and fixed_zero[axis] for axis in range(len(dims))]
+    if len(dims) != len(given) or any(
+        d < 0 or (d == 0 and not ok) for d, ok in zip(dims, zero_ok, strict=True)
+    ):
+        raise error(f"{where}: dims must be positive integers, got {list(given)}")
     if info is None:
         raise error(f"{where}: input '{value.name}' of {source} is not a tensor")
     if info.shape is not None:

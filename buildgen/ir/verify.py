@@ -56,24 +56,23 @@ def _check_names(graph: Graph) -> list[str]:
     return problems
 
 
-def _shape_problem(name: str, tensor_type: TensorType, min_dim: int) -> str | None:
+def _shape_problem(name: str, tensor_type: TensorType) -> str | None:
     if not isinstance(tensor_type.dtype, DType):
         return f"tensor '{name}' has dtype {tensor_type.dtype!r}, not a DType"
     dims = tensor_type.shape
     if not isinstance(dims, tuple) or any(
-        isinstance(d, bool) or not isinstance(d, int) or d < min_dim for d in dims
+        isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims
     ):
-        bound = "positive" if min_dim else "non-negative"
-        return f"tensor '{name}' has shape {dims!r}; every dim must be a static {bound} int"
+        return f"tensor '{name}' has shape {dims!r}; every dim must be a static non-negative int"
     return None
 
 
 def _check_types(graph: Graph) -> list[str]:
-    # Run-time tensors must be non-empty; weights may be empty (e.g. the shape [] that
-    # reshapes to a scalar, or the unused roi input of Resize).
-    checks = [(v.name, v.type, 1) for v in graph.values]
-    checks += [(w.name, w.type, 0) for w in graph.weights]
-    problems = [_shape_problem(name, t, min_dim) for name, t, min_dim in checks]
+    # A zero dim is fine, for run-time tensors and weights alike: an empty tensor (0 bytes)
+    # is a value like any other (an empty split piece; the shape [] that reshapes to a
+    # scalar), and the backends skip the code that would only write empty tensors.
+    tensors = [(v.name, v.type) for v in graph.values] + [(w.name, w.type) for w in graph.weights]
+    problems = [_shape_problem(name, tensor_type) for name, tensor_type in tensors]
     declared = {v.name: v.type for v in graph.values}
     for kind, values in (("input", graph.inputs), ("output", graph.outputs)):
         for value in values:

@@ -62,8 +62,9 @@ def _model(
 
 def _partition(options: dict[str, Any], root: Path, base: PartitionOptions) -> PartitionOptions:
     changes: dict[str, Any] = {}
-    if "policy" in options:
-        changes["policy"] = options["policy"]
+    for key in ("policy", "step"):
+        if key in options:
+            changes[key] = options[key]
     for key in ("records", "file"):
         if key in options:
             changes[key] = resolve(root, options[key])

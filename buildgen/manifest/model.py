@@ -22,6 +22,7 @@ class PartitionOptions:
     policy: str = "priority"  # "priority" or "cost"
     records: Path | None = None  # tuning records the cost policy reads
     file: Path | None = None  # a partition file
+    step: str | None = None  # "module:function" rewriting the partition
 
 
 @dataclass(frozen=True)

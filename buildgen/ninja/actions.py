@@ -96,7 +96,7 @@ def _target_actions(
     model: ModelSpec, target: ResolvedTarget, files: TargetFiles, ctx: GenContext
 ) -> list[Action]:
     graph = ModelFiles(model.name)
-    actions = [_partition_action(model, files, graph, ctx)]
+    actions = [_partition_action(model, target, files, graph, ctx)]
     objects: list[str] = []
     host = target.toolchain(target.host_kind)
     includes = ("-I" + ctx.path(ctx.include_dir), "-I" + files.include_dir)
@@ -165,29 +165,42 @@ def _target_actions(
 
 
 def _partition_action(
-    model: ModelSpec, files: TargetFiles, graph: ModelFiles, ctx: GenContext
+    model: ModelSpec, target: ResolvedTarget, files: TargetFiles, graph: ModelFiles,
+    ctx: GenContext,
 ) -> Action:
-    # The partition reads the target restricted to code-affecting attributes, so a compile
-    # flag (opt_level, cflags) changes no partition input and re-runs no partition.
-    args = ["--model", model.name, "--target", files.codegen_target_file, "--graph", graph.graph]
+    from buildgen.partition.tables import tables_digest
+
+    options = model.partition
+    # The priority policy reads the target restricted to partition-affecting attributes, so
+    # a compile flag re-runs no partition. The cost policy reads all of it: every option
+    # that changes a kernel's speed is part of a tuning record's key.
+    target_file = files.target_file if options.policy == "cost" else files.codegen_target_file
+    depfile = f"{files.partition}.d"
+    args = ["--model", model.name, "--target", target_file, "--graph", graph.graph]
     for pattern, backend in model.pins:
         args += ["--pin", f"{pattern}={backend}"]
-    inputs = [graph.graph, files.codegen_target_file]
-    options = model.partition
+    inputs = [graph.graph, target_file]
     args += ["--policy", options.policy]
-    if options.records is not None:
+    # The pattern tables and cost models of the target's kinds live in rules files: their
+    # digest on the command line re-runs the partition when one changes.
+    args += ["--rules-digest", tables_digest(target.backends)]
+    if options.records is not None and options.policy == "cost":
         args += ["--records", ctx.path(options.records)]
         inputs.append(ctx.path(options.records))
     if options.file is not None:
         args += ["--partition-file", ctx.path(options.file)]
         inputs.append(ctx.path(options.file))
-    args += ["--out", files.partition]
+    if options.step is not None:
+        # The step's module is found from the manifest's folder; the stage lists the file
+        # it imported in its depfile.
+        args += ["--step", options.step, "--step-path", ctx.path(ctx.root)]
+    args += ["--depfile", depfile, "--out", files.partition]
     return Action(
         rule=rules.PARTITION.name,
         outputs=(files.partition,),
         inputs=tuple(inputs),
         description=f"PARTITION {files.label}",
-        variables=(("args", tuple(args)),),
+        variables=(("args", tuple(args)), ("dep", depfile)),
     )
 
 

@@ -31,7 +31,7 @@ def _stage(name: str, depfile: str | None = None, deps: str | None = None) -> Ru
 
 
 IMPORT = _stage("import", depfile="$dep", deps="gcc")
-PARTITION = _stage("partition")
+PARTITION = _stage("partition", depfile="$dep", deps="gcc")
 CODEGEN = _stage("codegen")
 EXECUTOR = _stage("executor")
 REPORT = _stage("report")

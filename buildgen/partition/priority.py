@@ -1,54 +1,81 @@
-"""The priority policy: each node goes to the first backend, in the target's order, that takes it.
+"""The priority policy (the default): accelerators claim in the composite's order.
 
-Regions are maximal runs of consecutive nodes (in topological order) on one backend. A run
-of a topological order is always convex, so no region depends on itself through another.
+Each accelerator (then the device) claims, in its claiming order (pattern priority, larger
+matches, declaration order, graph position), every candidate whose nodes are still free,
+not pinned elsewhere, and that forms no cycle with the claims before it. Pinned nodes its
+patterns did not cover become single-node claims of their backend. The host takes the
+rest. Claims of one backend then merge where no cycle follows (buildgen.partition.regions).
 """
 
 from __future__ import annotations
 
 from buildgen.backends.registry import get_backend
 from buildgen.errors import BuildgenError, Diagnostic
-from buildgen.ir import Graph, Node
-from buildgen.partition.model import Partition, Region
-from buildgen.targets import ResolvedTarget
+from buildgen.partition.candidates import Candidate, allowed, offers
+from buildgen.partition.convexity import region_cycle
+from buildgen.partition.policy import PolicyInput, unsupported
+from buildgen.partition.regions import Unit
 
 
-def _assign(node: Node, graph: Graph, backends: tuple[str, ...]) -> tuple[str, str] | str:
-    """(backend, reason) for the first backend that takes the node, else the refusal message."""
-    refusals = []
-    for kind in backends:
-        reason = get_backend(kind).decline_reason(node, graph)
-        if reason is None:
-            why = "host" if kind == backends[-1] else f"priority {backends.index(kind) + 1}"
-            return kind, why
-        refusals.append(f"{kind}: {reason}")
-    return (
-        f"node {node.name!r} (op {node.op}) is not supported by any backend of the target; "
-        f"considered {', '.join(backends)} — " + "; ".join(refusals)
-    )
+def _pin_reasons(inp: PolicyInput, nodes: tuple[int, ...]) -> list[str]:
+    pins = [inp.pins.get(inp.graph.nodes[i].name) for i in nodes]
+    return [p.pin.describe() for p in pins if p is not None]
 
 
-def partition_priority(graph: Graph, target: ResolvedTarget, model: str, digest: str) -> Partition:
-    backends = target.backends
-    regions: list[Region] = []
+def _claim_reason(cand: Candidate, rank: int) -> str:
+    if cand.pattern:
+        return f"pattern {cand.pattern} (priority {cand.priority})"
+    return f"accelerator {rank} of the target, which accepts the node (no pattern table)"
+
+
+def _forms_cycle(inp: PolicyInput, units: list[Unit], cand: Candidate) -> bool:
+    """Whether claiming `cand` (with every other node alone) would make regions cyclic:
+    a convex candidate can still close a cycle through two earlier claims."""
+    if not inp.ng.is_convex(cand.nodes):
+        return True
+    claimed = {n for u in units for n in u.nodes} | set(cand.nodes)
+    groups = [list(u.nodes) for u in units] + [list(cand.nodes)]
+    groups += [[i] for i in range(len(inp.graph.nodes)) if i not in claimed]
+    names = [[inp.graph.nodes[i].name for i in g] for g in groups]
+    return region_cycle(inp.graph, names) is not None
+
+
+def partition_priority(inp: PolicyInput, model: str) -> list[Unit]:
+    """Units covering every node not in `inp.taken`."""
+    graph, target = inp.graph, inp.target
+    taken = set(inp.taken)
+    units: list[Unit] = []
+    for rank, kind in enumerate(target.backends[:-1], start=1):
+        claims = [c for c in offers(graph, inp.ng, kind, host=False)]
+        claims.sort(key=lambda c: c.claim_order)
+        for cand in claims:
+            if not allowed(cand, graph, inp.pins, taken):
+                continue
+            # Chains are convex by construction and single nodes trivially; the cycle
+            # check matters for multi-node claims next to earlier ones.
+            if len(cand.nodes) > 1 and _forms_cycle(inp, units, cand):
+                continue
+            reasons = [_claim_reason(cand, rank), *_pin_reasons(inp, cand.nodes)]
+            units.append(Unit(kind, cand.nodes, tuple(reasons), (cand.pattern,)))
+            taken.update(cand.nodes)
+        for i, node in enumerate(graph.nodes):
+            pinned = inp.pins.get(node.name)
+            if i not in taken and pinned is not None and pinned.kind == kind:
+                units.append(Unit(kind, (i,), (pinned.pin.describe(),)))
+                taken.add(i)
+    host = target.host_kind
+    backend = get_backend(host)
     problems: list[Diagnostic] = []
-    current: tuple[str, str] | None = None
-    members: list[str] = []
-
-    def close() -> None:
-        if current and members:
-            regions.append(Region(f"r{len(regions)}", current[0], tuple(members), current[1]))
-
-    for node in graph.nodes:
-        choice = _assign(node, graph, backends)
-        if isinstance(choice, str):
-            problems.append(Diagnostic(f"{graph.source or model}: {choice}"))
+    for i, node in enumerate(graph.nodes):
+        if i in taken:
             continue
-        if current is None or choice[0] != current[0]:
-            close()
-            current, members = choice, []
-        members.append(node.name)
-    close()
+        pinned = inp.pins.get(node.name)
+        if pinned is not None:  # pinned to the host: resolve_pins checked that it can
+            units.append(Unit(host, (i,), (pinned.pin.describe(),)))
+        elif backend.decline_reason(node, graph) is None:
+            units.append(Unit(host, (i,), ("host fallback",)))
+        else:
+            problems.append(unsupported(graph, model, node, target))
     if problems:
         raise BuildgenError(problems)
-    return Partition(model=model, target=target.name, graph_digest=digest, regions=tuple(regions))
+    return units

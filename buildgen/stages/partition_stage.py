@@ -1,4 +1,10 @@
-"""partition: graph.json + the target's code-affecting view -> partition.json."""
+"""partition: graph.json + the target (+ pins, records, a user's partition) -> partition.json.
+
+The priority policy reads the target's partition view (options/target.json); the cost
+policy reads the whole target.json, since every option that changes a kernel's speed is
+part of a tuning record's key. Files it reads besides those named on the command line
+(a step's module) go to a depfile, so editing them re-runs the partition.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +25,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--policy", default="priority", choices=("priority", "cost"))
     parser.add_argument("--records", help="tuning records for the cost policy")
-    parser.add_argument("--partition-file", help="a partition file to use")
+    parser.add_argument("--partition-file", help="a partition file to start from")
+    parser.add_argument("--step", help="module:function rewriting the partition")
+    parser.add_argument(
+        "--step-path", action="append", default=[],
+        help="folder searched first for the step's module (repeatable)",
+    )
+    parser.add_argument("--depfile", help="depfile listing the step's module file")
+    parser.add_argument(
+        "--rules-digest", help="digest of the target's pattern tables (re-runs on change)"
+    )
     parser.add_argument("--out", required=True, help="partition.json to write")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
-    return [args.out]
+    return [args.out, *([args.depfile] if args.depfile else [])]
 
 
 def parse_pin(text: str) -> tuple[str, str]:
@@ -36,30 +51,34 @@ def parse_pin(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
+    import sys
+
     from buildgen.ir.serialize import graph_digest, load_graph
-    from buildgen.partition import partition_graph
+    from buildgen.partition.cost.records import load_records
+    from buildgen.partition.custom import load_step, load_user_partition
+    from buildgen.partition.pipeline import PartitionOptions, make_partition
     from buildgen.partition.serialize import dump_partition
+    from buildgen.stages.runner import depfile_text
     from buildgen.targets import load_target_file
 
-    pins = [parse_pin(p) for p in args.pin]
-    unsupported = [
-        what
-        for what, given in (
-            ("pins", bool(pins)),
-            (f"policy {args.policy!r}", args.policy != "priority"),
-            ("tuning records", args.records is not None),
-            ("a partition file", args.partition_file is not None),
-        )
-        if given
-    ]
-    if unsupported:
-        # Refuse rather than build something other than what the manifest asks for.
-        raise error(
-            f"model {args.model!r}: this buildgen's partitioner does not support "
-            + ", ".join(unsupported)
-        )
+    step = load_step(args.step, args.step_path) if args.step else None
+    options = PartitionOptions(
+        pins=tuple(parse_pin(p) for p in args.pin),
+        policy=args.policy,
+        records=load_records(args.records) if args.records else None,
+        start=load_user_partition(args.partition_file) if args.partition_file else (),
+        start_origin=f"partition file {Path(args.partition_file).name}"
+        if args.partition_file else "",
+        step=step,
+        step_name=args.step or "",
+    )
     text = Path(args.graph).read_text()
     graph = load_graph(text)
     target = load_target_file(args.target)
-    partition = partition_graph(graph, target, args.model, graph_digest(text))
-    return {args.out: dump_partition(partition)}
+    partition = make_partition(graph, target, args.model, graph_digest(text), options)
+    result: dict[str, bytes | str] = {args.out: dump_partition(partition)}
+    if args.depfile:
+        module = sys.modules.get((args.step or "").partition(":")[0])
+        files = [module.__file__] if module is not None and module.__file__ else []
+        result[args.depfile] = depfile_text(args.out, files)
+    return result

@@ -19,6 +19,7 @@ import jsonschema
 
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.targets.documents import load_checked_yaml, meta_schema
+from buildgen.targets.patterns import CostSpec, PatternSpec, load_cost, load_patterns
 
 RULES_FORMAT = 1
 # The device type every host runs on. Non-external kinds of another device type are devices.
@@ -64,6 +65,8 @@ class ToolchainRule:
     extra_link_flags_attr: str | None
     pool: str | None = None
     pool_depth_attr: str | None = None  # the attribute giving the pool's depth
+    # "module:function" filling unset attributes at gen time (a library found installed)
+    discover: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ class TargetKind:
     schema: dict[str, Any]
     rules_file: Path
     schema_file: Path
+    # What the partitioner matches (rules `patterns:`) and the analytic cost model (`cost:`).
+    patterns: tuple[PatternSpec, ...] = ()
+    cost: CostSpec = CostSpec()
 
     @property
     def role(self) -> Role:
@@ -132,6 +138,7 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         extra_link_flags_attr=data.get("extra_link_flags_attr"),
         pool=data.get("pool"),
         pool_depth_attr=data.get("pool_depth_attr"),
+        discover=data.get("discover"),
     )
 
 
@@ -170,6 +177,8 @@ def load_kind(
         schema=schema,
         rules_file=rules_file,
         schema_file=schema_file,
+        patterns=load_patterns(data["kind"], data.get("patterns", ()), rules_file),
+        cost=load_cost(data.get("cost")),
     )
     problems = _kind_problems(kind, rules_file.stem)
     if problems:

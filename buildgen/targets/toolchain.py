@@ -2,11 +2,14 @@
 
 Templates see only the backend's own attributes: an external codegen's compiler settings
 that follow its host or device were filled in at resolution ("inherit" in its rules), so
-the canonical target already says exactly what every command uses.
+the canonical target already says exactly what every command uses. A library's location
+that the user left unset is found at gen by the function the rules name (`discover`), so
+its paths are on the command lines (a moved library re-runs what it affects).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,11 +44,25 @@ def _optional(
     return flags
 
 
+def _discovered(reference: str, attrs: dict[str, Any], kind: str) -> dict[str, Any]:
+    """`attrs` with the unset ones the rules' `discover` function finds (a library's prefix
+    in an installed package). It runs at gen only, so a missing library fails there."""
+    module_name, _, name = reference.partition(":")
+    try:
+        discover = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise BuildgenError(f"backend {kind!r}: cannot load discover {reference!r}: {exc}") from exc
+    found = discover(attrs)
+    return {**attrs, **{k: v for k, v in found.items() if attrs.get(k) is None}}
+
+
 def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
     from buildgen.targets.model import Toolchain
 
     rule = get_kind(kind).toolchain
     attrs = dict(target.instance(kind).attrs)
+    if rule.discover:
+        attrs = _discovered(rule.discover, attrs, kind)
     cflags = [_format(f, attrs, kind) for f in rule.flags]
     cflags += _optional(rule.optional_flags, attrs, kind)
     if rule.extra_flags_attr:

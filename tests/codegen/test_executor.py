@@ -7,17 +7,14 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+from executor_build import CC, build_library
 from onnx import TensorProto, helper, numpy_helper
 
 from buildgen import runtime
-from buildgen.backends.registry import get_backend
-from buildgen.codegen.executor import boundary_bytes, generate_executor
+from buildgen.codegen.executor import boundary_bytes
 from buildgen.importer import import_model
-from buildgen.ir.serialize import load_weights
 from buildgen.partition.model import Partition, Region
-from buildgen.resources import include_dir
 
-CC = shutil.which("cc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler on PATH")
 
 
@@ -54,8 +51,6 @@ def built(tmp_path_factory):
     _model(root / "m.onnx")
     result = import_model(root / "m.onnx", {"x": (4, 8)})
     graph = result.graph
-    (root / "weights.bin").write_bytes(result.weights_blob)
-    weights = load_weights(graph, root / "weights.bin")
     order = [n.name for n in graph.nodes]
     cut = order.index("/fc1/Relu") + 1
     partition = Partition(
@@ -64,26 +59,7 @@ def built(tmp_path_factory):
         "digest",
         (Region("r0", "c", tuple(order[:cut])), Region("r1", "c", tuple(order[cut:]))),
     )
-    module = get_backend("c").generate("tm", graph, partition, {}, weights)
-    sources = generate_executor("tm", graph, partition, "weights.bin", len(result.weights_blob))
-    (root / "c.c").write_text(module.text)
-    (root / "model.c").write_text(sources.source_c)
-    (root / "tm.h").write_text(sources.header)
-    (root / "weights.S").write_text(sources.weights_asm)
-    flags = [
-        "-std=c11",
-        "-O2",
-        "-Wall",
-        "-Werror",
-        "-fPIC",
-        "-fvisibility=hidden",
-        f"-I{include_dir()}",
-        f"-I{root}",
-    ]
-    for src in ("c.c", "model.c", "weights.S"):
-        subprocess.run([CC, *flags, "-c", src, "-o", f"{src}.o"], cwd=root, check=True)
-    objs = ["c.c.o", "model.c.o", "weights.S.o"]
-    subprocess.run([CC, "-shared", "-o", "libtm.so", *objs, "-lm"], cwd=root, check=True)
+    sources = build_library(root, "tm", result, partition)
     return root, graph, partition, sources
 
 

@@ -22,7 +22,7 @@ def _graph(*nodes: Node) -> Graph:
 def test_every_node_lands_on_the_host_in_one_convex_region():
     g = _graph(Node("a", "Relu", ("x",), ("y",)), Node("b", "Exp", ("y",), ("z",)))
     p = partition_graph(g, resolve_target("cpu", "c"), "m", "digest")
-    assert p.regions == (Region("r0", "c", ("a", "b"), "host"),)
+    assert p.regions == (Region("r0", "c", ("a", "b"), "host fallback"),)
 
 
 def test_an_unsupported_op_names_the_node_the_op_and_the_backends_considered():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from buildgen.backends.base import GeneratedSource
 from buildgen.backends.c.kernel import LowerContext
-from buildgen.backends.c.lower import LoweredRegion, lower_region
+from buildgen.backends.c.lower import LoweredRegion, lower_region, writes_nothing
 from buildgen.backends.c.module import render_module
 from buildgen.backends.c.registry import op_table
 from buildgen.errors import error
@@ -49,6 +49,19 @@ class MemorySummary:
     regions: tuple[RegionMemory, ...]
 
 
+def _empty_reason(node: Node, graph: Graph) -> str | None:
+    """Why an op without `handles_empty` cannot run `node`, or None.
+
+    Empty constants (no axes, no pads) are fine; so is a node whose outputs are all empty,
+    which is never lowered. An empty data tensor next to non-empty outputs is not."""
+    if writes_nothing(node, graph):
+        return None
+    for name in (*node.inputs, *node.outputs):
+        if name and not graph.is_weight(name) and graph.type_of(name).numel == 0:
+            return f"zero-size tensor '{name}' not supported by {node.op}"
+    return None
+
+
 class CBackend:
     kind = "c"
 
@@ -61,10 +74,10 @@ class CBackend:
         entry = op_table().get(node.op)
         if entry is None:
             return f"op {node.op} not implemented"
-        for name in (*node.inputs, *node.outputs):
-            # empty constants (no axes, no pads) are fine; empty data tensors are not
-            if name and not graph.is_weight(name) and graph.type_of(name).numel == 0:
-                return f"zero-size tensor '{name}' not supported"
+        if not entry.handles_empty:
+            reason = _empty_reason(node, graph)
+            if reason:
+                return reason
         return entry.check(node, graph)
 
     def lower(

@@ -9,7 +9,11 @@ Storage rules:
     the view's out[j]; otherwise the view is copied into out[j] (a Copy step);
   * every other tensor a kernel writes gets a scratch buffer, placed by memplan from its
     lifetime (written at step s, last read - directly or through a view - at step t);
-  * the intermediates of fused groups and epilogues are never stored at all.
+  * the intermediates of fused groups and epilogues are never stored at all;
+  * empty tensors (a zero dim) take no storage: a unit whose result is empty is not
+    lowered at all (it would write no byte), and no kernel binds an empty run-time
+    tensor (see registry.py), so nothing reads or writes through such a pointer, which
+    the caller may pass as NULL. (Empty weights point into the weights blob: harmless.)
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from buildgen.backends.c.fusion import plan_units
 from buildgen.backends.c.kernel import Kernel, LowerContext, View
 from buildgen.backends.c.registry import op_table
 from buildgen.codegen.memplan import Buffer, MemoryPlan, plan_memory
-from buildgen.ir import Node
+from buildgen.ir import Graph, Node
 from buildgen.partition.boundaries import RegionIO, region_io
 from buildgen.partition.model import Region
 
@@ -65,12 +69,22 @@ def lower_region(
     planned: list[Kernel | View] = []
     nodes = [ctx.graph.node(n) for n in region.nodes]
     for unit in plan_units(ctx, nodes, frozenset(io.outputs), fuse=fuse):
+        # The last node holds the unit's result: a group's root, an epilogue's last node
+        # (the shape of its anchor's output), or the single node of a kernel or view.
+        if writes_nothing(unit.nodes[-1], ctx.graph):
+            continue
         if unit.kind == "group":
             planned.append(lower_group(ctx, unit.nodes))
             continue
         lower = table[unit.nodes[0].op].lower
         assert lower is not None
         planned.append(lower(ctx, unit.nodes))
+    for step in planned:
+        bound = (step.source,) if isinstance(step, View) else (*step.inputs, *step.outputs)
+        empty = [t for t in bound if not ctx.graph.is_weight(t) and ctx.graph.type_of(t).numel == 0]
+        if empty:
+            nodes_text = ", ".join(n.name for n in _step_nodes(step))
+            raise RuntimeError(f"c backend: {nodes_text} binds the empty tensor(s) {empty}")
     hosts = _hosted_outputs(planned, io)
     steps: list[Kernel | View | Copy] = []
     for step in planned:
@@ -83,6 +97,15 @@ def lower_region(
             nbytes = ctx.graph.type_of(step.output).nbytes
             steps.append(Copy(step.node, step.source, step.output, nbytes))
     return _place(ctx, region, io, steps, hosts, first_kernel)
+
+
+def writes_nothing(node: Node, graph: Graph) -> bool:
+    """True when every output of `node` is empty: running it would write no byte."""
+    return all(graph.type_of(name).numel == 0 for name in node.outputs if name)
+
+
+def _step_nodes(step: Kernel | View) -> tuple[Node, ...]:
+    return step.nodes if isinstance(step, Kernel) else (step.node,)
 
 
 def _place(

@@ -7,6 +7,13 @@ are three kinds of entries:
   kernel       `lower(ctx, nodes)` returns one Kernel; `nodes[0]` is the op, any further
                nodes are epilogue nodes that fusion.py folded into it (bias add, activation).
   view         `lower` returns a View: the output aliases the input's bytes.
+
+Empty tensors (a zero dim): a node whose outputs are all empty is never lowered (it would
+write nothing). A node that turns empty tensors into non-empty ones (a sum over an empty
+axis, a concatenation with an empty piece) or writes an empty output beside non-empty ones
+is accepted only if its entry says `handles_empty`: its lowering then binds no empty
+run-time tensor to a kernel parameter (the caller may pass NULL for one) and still writes
+every element of its non-empty outputs.
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ class OpEntry:
     check: CheckFn
     lower: LowerFn | None = None
     expr: ExprFn | None = None
+    handles_empty: bool = False  # see the module docstring
 
 
 @cache
 def op_table() -> Mapping[str, OpEntry]:
     from buildgen.backends.c.ops import (
         conv_pool,
+        conv_transpose,
         elementwise,
         indexing,
         matmul,
@@ -47,7 +56,17 @@ def op_table() -> Mapping[str, OpEntry]:
     )
 
     table: dict[str, OpEntry] = {}
-    for family in (elementwise, matmul, conv_pool, norm, reduce, shape_ops, indexing):
+    families = (
+        elementwise,
+        matmul,
+        conv_pool,
+        conv_transpose,
+        norm,
+        reduce,
+        shape_ops,
+        indexing,
+    )
+    for family in families:
         for entry in family.ENTRIES:
             if entry.op in table:
                 raise RuntimeError(f"c backend: op {entry.op} registered twice")

@@ -1,11 +1,12 @@
 """Workspace sizes of the bg_kernels.h calls, needed at code generation time.
 
 The generated module's scratch size is a compile-time constant (buildgen_abi.h), so the
-planner must know how many bytes bg_sgemm / bg_conv2d will want before any C runs. These
-functions mirror bg_sgemm_workspace_bytes and bg_conv2d_workspace_bytes (bg_gemm.h,
-bg_gemv.h, bg_conv.h). Drift cannot corrupt memory: the generated M__c_create calls the C
-functions and fails with a clear message if a planned workspace is too small, and the
-tests run create for every kernel shape they generate.
+planner must know how many bytes bg_sgemm / bg_conv2d / bg_*pool3d will want before any C
+runs. These functions mirror bg_sgemm_workspace_bytes, bg_conv2d_workspace_bytes and
+bg_pool3d_workspace_bytes (bg_gemm.h, bg_gemv.h, bg_conv.h, bg_pool.h). Drift cannot
+corrupt memory: the generated M__c_create calls the C functions and fails with a clear
+message if a planned workspace is too small, and the tests run create for every kernel
+shape they generate.
 """
 
 from __future__ import annotations
@@ -45,3 +46,8 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     columns = p["OH"] * p["OW"]
     im2col_row = _round_up(min(columns, _NC), _NR) * 4
     return sgemm_workspace_bytes(mg, columns, cg * p["KH"] * p["KW"]) + im2col_row
+
+
+def pool3d_workspace_bytes(p: Mapping[str, int]) -> int:
+    """The (H, W) pass's result of a 3-D pool, every input depth slice: N*C*D*OH*OW floats."""
+    return p["N"] * p["C"] * p["D"] * p["OH"] * p["OW"] * 4

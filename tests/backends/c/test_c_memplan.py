@@ -65,6 +65,15 @@ def test_random_plans_are_valid_and_deterministic() -> None:
         assert plan == plan_memory(list(buffers))
 
 
+def test_empty_buffers_take_no_space() -> None:
+    """An empty tensor (0 bytes) gets an offset inside the arena but adds nothing to it."""
+    buffers = [Buffer("e0", 0, 0, 3), Buffer("a", 100, 0, 3), Buffer("e1", 0, 1, 2)]
+    plan = plan_memory(buffers)
+    assert plan.total_bytes == plan.unshared_bytes == 128
+    assert all(0 <= offset <= plan.total_bytes for offset in plan.offsets.values())
+    assert plan_memory([Buffer("e", 0, 0, 0)]).total_bytes == 0
+
+
 def test_invalid_requests() -> None:
     with pytest.raises(ValueError, match="unique"):
         plan_memory([Buffer("a", 1, 0, 0), Buffer("a", 1, 0, 0)])

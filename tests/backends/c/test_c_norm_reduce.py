@@ -1,4 +1,5 @@
-"""Normalizations, softmax (both opset semantics) and reductions against onnxruntime."""
+"""Normalizations (BatchNormalization in both modes), softmax (both opset semantics) and
+reductions against onnxruntime."""
 
 from __future__ import annotations
 
@@ -28,6 +29,22 @@ def _bn(name: str, shape: tuple[int, ...]) -> Case:
         ["y"],
         weights,
     )
+
+
+def _bn_training(name: str, shape: tuple[int, ...], used: list[str], **attrs: object) -> Case:
+    """training_mode=1: batch statistics. ONNX wants all three outputs named; `used` says
+    which are graph outputs (the importer disconnects the others)."""
+    c = shape[1]
+    weights = {
+        "s": rand(RNG, c),
+        "b": rand(RNG, c),
+        "m": rand(RNG, c),
+        "v": rand(RNG, c, low=0.1, high=2.0),
+    }
+    outputs = ["y", "rm", "rv"]
+    bn = node("BatchNormalization", ["x", "s", "b", "m", "v"], outputs, training_mode=1, **attrs)
+    x = rand(RNG, *shape, low=-1.0, high=3.0)  # a mean away from 0
+    return Case(name, [bn], {"x": x}, used, weights)
 
 
 def _reduce(
@@ -62,6 +79,10 @@ def _softmax(op: str, shape: tuple[int, ...], axis: int | None) -> Case:
 NORM = [
     _bn("bn_4d", (2, 3, 4, 5)),
     _bn("bn_2d", (4, 6)),
+    _bn_training("bn_train_4d", (3, 4, 5, 6), ["y", "rm", "rv"], momentum=0.8, epsilon=1e-3),
+    _bn_training("bn_train_2d", (8, 5), ["y"]),
+    _bn_training("bn_train_3d_mean_only", (2, 3, 7), ["y", "rm"]),
+    _bn_training("bn_train_3d_var_only", (2, 3, 7), ["rv", "y"]),
     Case(
         "layernorm_last",
         [node("LayerNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5)],

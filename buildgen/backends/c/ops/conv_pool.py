@@ -1,5 +1,5 @@
-"""Conv (bg_conv2d), ConvTranspose (direct loops), MaxPool/AveragePool (bg_*pool2d) and the
-global pools. 1-D variants run as 2-D with a height of one.
+"""Conv (bg_conv2d), MaxPool/AveragePool (bg_*pool2d, bg_*pool3d) and the global pools.
+1-D variants run as 2-D with a height of one. ConvTranspose is in conv_transpose.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,55 @@ from buildgen.backends.c.fused import kernel_stem
 from buildgen.backends.c.kernel import Kernel, LowerContext, Param
 from buildgen.backends.c.ops.common import float_reason, input_at, int_attr, ints_attr, str_attr
 from buildgen.backends.c.registry import OpEntry
-from buildgen.backends.c.workspace import conv2d_workspace_bytes
+from buildgen.backends.c.workspace import conv2d_workspace_bytes, pool3d_workspace_bytes
 from buildgen.ir import Graph, Node
+
+
+@dataclass(frozen=True)
+class Spatial:
+    """Per spatial axis (in order: D, H, W for 3-D) geometry of a window op."""
+
+    size: tuple[int, ...]  # input extent
+    out: tuple[int, ...]  # output extent
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+
+
+def spatial(
+    node: Node,
+    x_shape: Sequence[int],
+    y_shape: Sequence[int],
+    kernel: Sequence[int],
+    explicit_pads: Sequence[int] | None = None,
+) -> Spatial:
+    """The window geometry of `node` (strides, dilations, pads resolved from auto_pad)."""
+    rank = len(x_shape) - 2
+    strides = ints_attr(node, "strides", (1,) * rank)
+    dilations = ints_attr(node, "dilations", (1,) * rank)
+    pads = list(ints_attr(node, "pads", (0,) * (2 * rank)))
+    auto_pad = str_attr(node, "auto_pad", "NOTSET")
+    if explicit_pads is not None:
+        pads = list(explicit_pads)
+    elif auto_pad == "VALID":
+        pads = [0] * (2 * rank)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        for d in range(rank):
+            span = (kernel[d] - 1) * dilations[d] + 1
+            total = max(0, (y_shape[2 + d] - 1) * strides[d] + span - x_shape[2 + d])
+            small, big = total // 2, total - total // 2
+            pads[d], pads[rank + d] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+    return Spatial(
+        tuple(x_shape[2:]),
+        tuple(y_shape[2:]),
+        tuple(kernel),
+        tuple(strides),
+        tuple(dilations),
+        tuple(pads[:rank]),
+        tuple(pads[rank:]),
+    )
 
 
 @dataclass(frozen=True)
@@ -45,33 +92,15 @@ def _two(values: Sequence[int], fill: int) -> tuple[int, int]:
 
 
 def window(
-    node: Node,
-    x_shape: Sequence[int],
-    y_shape: Sequence[int],
-    kernel: Sequence[int],
-    explicit_pads: Sequence[int] | None = None,
+    node: Node, x_shape: Sequence[int], y_shape: Sequence[int], kernel: Sequence[int]
 ) -> Window:
-    spatial = len(x_shape) - 2
-    strides = ints_attr(node, "strides", (1,) * spatial)
-    dilations = ints_attr(node, "dilations", (1,) * spatial)
-    pads = list(ints_attr(node, "pads", (0,) * (2 * spatial)))
-    auto_pad = str_attr(node, "auto_pad", "NOTSET")
-    if explicit_pads is not None:
-        pads = list(explicit_pads)
-    elif auto_pad == "VALID":
-        pads = [0] * (2 * spatial)
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        for d in range(spatial):
-            span = (kernel[d] - 1) * dilations[d] + 1
-            total = max(0, (y_shape[2 + d] - 1) * strides[d] + span - x_shape[2 + d])
-            small, big = total // 2, total - total // 2
-            pads[d], pads[spatial + d] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    (h, w), (oh, ow) = _two(x_shape[2:], 1), _two(y_shape[2:], 1)
-    kh, kw = _two(kernel, 1)
-    sh, sw = _two(strides, 1)
-    dh, dw = _two(dilations, 1)
-    pt, pl = _two(pads[:spatial], 0)
-    pb, pr = _two(pads[spatial:], 0)
+    g = spatial(node, x_shape, y_shape, kernel)
+    (h, w), (oh, ow) = _two(g.size, 1), _two(g.out, 1)
+    kh, kw = _two(g.kernel, 1)
+    sh, sw = _two(g.strides, 1)
+    dh, dw = _two(g.dilations, 1)
+    pt, pl = _two(g.pads_begin, 0)
+    pb, pr = _two(g.pads_end, 0)
     return Window(
         x_shape[0], x_shape[1], h, w, y_shape[1], oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr
     )
@@ -129,9 +158,12 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
 def _lower_pool(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     node = nodes[0]
     x, y = node.inputs[0], node.outputs[0]
-    g = window(node, ctx.shape(x), ctx.shape(y), ints_attr(node, "kernel_shape"))
+    kernel = ints_attr(node, "kernel_shape")
     include_pad = int_attr(node, "count_include_pad", 0)
-    fn = "bg_maxpool2d" if node.op == "MaxPool" else "bg_avgpool2d"
+    op = "max" if node.op == "MaxPool" else "avg"
+    if len(kernel) == 3:
+        return _lower_pool3d(ctx, nodes, f"bg_{op}pool3d", include_pad)
+    g = window(node, ctx.shape(x), ctx.shape(y), kernel)
     fields = (
         ("N", g.n),
         ("C", g.c),
@@ -152,9 +184,45 @@ def _lower_pool(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         ("pad_right", g.pad_right),
     )
     params = (Param("X", x, "float"), Param("Y", y, "float", is_output=True))
-    body = (f"    {fn}(p, X, Y);",)
+    body = (f"    bg_{op}pool2d(p, X, Y);",)
     return Kernel(
         kernel_stem(nodes), tuple(nodes), params, body, struct=("bg_pool2d_params", fields)
+    )
+
+
+def _lower_pool3d(ctx: LowerContext, nodes: Sequence[Node], fn: str, include_pad: int) -> Kernel:
+    """bg_{max,avg}pool3d: two passes of the 2-D kernels through a workspace (bg_pool.h)."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    x_shape, y_shape = ctx.shape(x), ctx.shape(y)
+    g = spatial(node, x_shape, y_shape, ints_attr(node, "kernel_shape"))
+    axes = ("d", "h", "w")
+    fields = (
+        ("N", x_shape[0]),
+        ("C", x_shape[1]),
+        *zip(("D", "H", "W"), g.size, strict=True),
+        *zip(("OD", "OH", "OW"), g.out, strict=True),
+        *zip(("KD", "KH", "KW"), g.kernel, strict=True),
+        *((f"stride_{a}", v) for a, v in zip(axes, g.strides, strict=True)),
+        *((f"dil_{a}", v) for a, v in zip(axes, g.dilations, strict=True)),
+        *zip(("pad_front", "pad_top", "pad_left"), g.pads_begin, strict=True),
+        *zip(("pad_back", "pad_bottom", "pad_right"), g.pads_end, strict=True),
+        ("count_include_pad", include_pad),
+    )
+    workspace = pool3d_workspace_bytes(dict(fields))
+    params = (
+        Param("X", x, "float"),
+        Param("Y", y, "float", is_output=True),
+        Param("ws", "", "void"),
+    )
+    return Kernel(
+        kernel_stem(nodes),
+        tuple(nodes),
+        params,
+        (f"    {fn}(p, X, Y, ws);",),
+        workspace=workspace,
+        struct=("bg_pool3d_params", fields),
+        workspace_check="bg_pool3d_workspace_bytes({params})",
     )
 
 
@@ -175,59 +243,7 @@ def _lower_global_pool(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
 
 
-def _lower_conv_transpose(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
-    """Scatter form: every input pixel adds its weighted kernel into the output."""
-    node = nodes[0]
-    x, wt, b, y = node.inputs[0], node.inputs[1], input_at(node, 2), node.outputs[0]
-    x_shape, y_shape, w_shape = ctx.shape(x), ctx.shape(y), ctx.shape(wt)
-    group = int_attr(node, "group", 1)
-    g = _transpose_window(node, x_shape, y_shape, w_shape[2:])
-    cg, mg = g.c // group, g.oc // group
-    code = Code()
-    with code.block(f"for (int64_t n = 0; n < {g.n}; ++n)"):
-        with code.block(f"for (int64_t m = 0; m < {g.oc}; ++m)"):
-            code.line(f"float *y = Y + (n * {g.oc} + m) * {g.oh * g.ow};")
-            code.line(
-                f"for (int64_t i = 0; i < {g.oh * g.ow}; ++i) y[i] = {'B[m]' if b else '0.0f'};"
-            )
-        with code.loops((group, cg, g.h, g.w), prefix="i") as (gi, c, ih, iw):
-            channel = f"n * {g.c} + {gi} * {cg} + {c}"
-            code.line(f"const float v = X[(({channel}) * {g.h} + {ih}) * {g.w} + {iw}];")
-            code.line(f"const float *w = W + ({gi} * {cg} + {c}) * {mg * g.kh * g.kw};")
-            code.line(f"float *y = Y + (n * {g.oc} + {gi} * {mg}) * {g.oh * g.ow};")
-            with code.loops((mg, g.kh, g.kw), prefix="j") as (m, kh, kw):
-                code.line(f"const int64_t oh = {ih} * {g.sh} + {kh} * {g.dh} - {g.pad_top};")
-                code.line(f"const int64_t ow = {iw} * {g.sw} + {kw} * {g.dw} - {g.pad_left};")
-                code.line(f"if (oh < 0 || oh >= {g.oh} || ow < 0 || ow >= {g.ow}) continue;")
-                tap = f"w[({m} * {g.kh} + {kh}) * {g.kw} + {kw}]"
-                code.line(f"y[({m} * {g.oh} + oh) * {g.ow} + ow] += v * {tap};")
-    params = [Param("X", x, "float"), Param("W", wt, "float")]
-    if b:
-        params.append(Param("B", b, "float"))
-    params.append(Param("Y", y, "float", is_output=True))
-    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines)
-
-
-def _transpose_window(
-    node: Node, x_shape: Sequence[int], y_shape: Sequence[int], kernel: Sequence[int]
-) -> Window:
-    spatial = len(x_shape) - 2
-    strides = ints_attr(node, "strides", (1,) * spatial)
-    dilations = ints_attr(node, "dilations", (1,) * spatial)
-    out_pad = ints_attr(node, "output_padding", (0,) * spatial)
-    auto_pad = str_attr(node, "auto_pad", "NOTSET")
-    pads = list(ints_attr(node, "pads", (0,) * (2 * spatial)))
-    if auto_pad != "NOTSET" or node.has_attr("output_shape"):
-        for d in range(spatial):
-            span = (kernel[d] - 1) * dilations[d] + 1
-            total = max(0, strides[d] * (x_shape[2 + d] - 1) + out_pad[d] + span - y_shape[2 + d])
-            # onnxruntime puts the larger half at the start unless SAME_UPPER asks otherwise
-            small, big = total // 2, total - total // 2
-            pads[d], pads[spatial + d] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    return window(node, x_shape, y_shape, kernel, pads)
-
-
-def _spatial_reason(node: Node, graph: Graph, lo: int = 1, hi: int = 2) -> str | None:
+def spatial_reason(node: Node, graph: Graph, lo: int = 1, hi: int = 2) -> str | None:
     rank = graph.type_of(node.inputs[0]).rank
     if not lo + 2 <= rank <= hi + 2:
         return f"{node.op} with {rank - 2}-D kernel not supported"
@@ -237,16 +253,32 @@ def _spatial_reason(node: Node, graph: Graph, lo: int = 1, hi: int = 2) -> str |
 def _check_pool(node: Node, graph: Graph) -> str | None:
     if node.op == "MaxPool" and len([o for o in node.outputs if o]) > 1:
         return "MaxPool with an Indices output not supported"
-    return _spatial_reason(node, graph)
+    return spatial_reason(node, graph, 1, 3) or _ceil_reason(node, graph)
+
+
+def _ceil_reason(node: Node, graph: Graph) -> str | None:
+    """With ceil_mode the spec (and onnxruntime) drop a last window that would start in
+    the end padding, but ONNX shape inference (onnx 1.23) keeps it: the graph's output
+    shape is then one too large, and no kernel can produce what the spec says."""
+    if not int_attr(node, "ceil_mode", 0):
+        return None
+    x, y = graph.type_of(node.inputs[0]).shape, graph.type_of(node.outputs[0]).shape
+    g = spatial(node, x, y, ints_attr(node, "kernel_shape"))
+    for d in range(len(g.size)):
+        if (g.out[d] - 1) * g.strides[d] >= g.size[d] + g.pads_begin[d]:
+            return (
+                f"{node.op} with ceil_mode whose last window starts in the end padding not "
+                "supported (ONNX shape inference keeps that window; the spec drops it)"
+            )
+    return None
 
 
 def _check_global(node: Node, graph: Graph) -> str | None:
-    return _spatial_reason(node, graph, 0, 8)
+    return spatial_reason(node, graph, 0, 8)
 
 
 ENTRIES = (
-    OpEntry("Conv", "kernel", _spatial_reason, lower=_lower_conv),
-    OpEntry("ConvTranspose", "kernel", _spatial_reason, lower=_lower_conv_transpose),
+    OpEntry("Conv", "kernel", spatial_reason, lower=_lower_conv),
     OpEntry("MaxPool", "kernel", _check_pool, lower=_lower_pool),
     OpEntry("AveragePool", "kernel", _check_pool, lower=_lower_pool),
     OpEntry("GlobalAveragePool", "kernel", _check_global, lower=_lower_global_pool),

@@ -1,5 +1,5 @@
-"""Normalizations and softmax: BatchNormalization (inference), LayerNormalization,
-InstanceNormalization, Softmax and LogSoftmax (both opset semantics)."""
+"""Normalizations and softmax: BatchNormalization (inference and training mode),
+LayerNormalization, InstanceNormalization, Softmax and LogSoftmax (both opset semantics)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def _kernel(nodes: Sequence[Node], params: list[Param], code: Code) -> Kernel:
 
 def _lower_batchnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     node = nodes[0]
+    if int_attr(node, "training_mode", 0):
+        return _lower_batchnorm_training(ctx, nodes)
     x, scale, bias, mean, var = node.inputs[:5]
     y = node.outputs[0]
     shape = ctx.shape(x)
@@ -48,6 +50,48 @@ def _lower_batchnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         Param("M", mean, "float"),
         Param("V", var, "float"),
         Param("Y", y, "float", True),
+    ]
+    return _kernel(nodes, params, code)
+
+
+def _lower_batchnorm_training(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """training_mode=1 (opset 14+): normalize with the batch's own statistics, taken per
+    channel over N and the spatial dims (the variance is the biased one), and blend them
+    into the running statistics: running = input * momentum + batch * (1 - momentum).
+    The sums run in double: a channel can hold many elements."""
+    node = nodes[0]
+    x, scale, bias, mean, var = node.inputs[:5]
+    shape = ctx.shape(x)
+    n, c, size = shape[0], shape[1], prod(shape[2:])
+    count = f"{n * size}.0"
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    momentum = float_literal(float_attr(node, "momentum", 0.9))
+    stats = [(name, node.outputs[i]) for i, name in ((1, "RM"), (2, "RV")) if output_at(node, i)]
+    code = Code()
+    with code.block(f"for (int64_t c = 0; c < {c}; ++c)"):
+        code.line("double sum = 0.0, squares = 0.0;")
+        with code.loops((n, size), prefix="i") as (i, j):
+            code.line(f"sum += X[({i} * {c} + c) * {size} + {j}];")
+        code.line(f"const float mean = (float)(sum / {count});")
+        with code.loops((n, size), prefix="i") as (i, j):
+            code.line(f"const float d = X[({i} * {c} + c) * {size} + {j}] - mean;")
+            code.line("squares += (double)d * d;")
+        code.line(f"const float var = (float)(squares / {count});")
+        code.line(f"const float a = S[c] / sqrtf(var + {eps});")
+        with code.loops((n, size), prefix="i") as (i, j):
+            at = f"({i} * {c} + c) * {size} + {j}"
+            code.line(f"Y[{at}] = (X[{at}] - mean) * a + B[c];")
+        for name, _ in stats:
+            batch, given = ("mean", "M") if name == "RM" else ("var", "V")
+            code.line(f"{name}[c] = {given}[c] * {momentum} + {batch} * (1.0f - {momentum});")
+    params = [
+        Param("X", x, "float"),
+        Param("S", scale, "float"),
+        Param("B", bias, "float"),
+        Param("M", mean, "float"),
+        Param("V", var, "float"),
+        Param("Y", node.outputs[0], "float", True),
+        *(Param(name, tensor, "float", True) for name, tensor in stats),
     ]
     return _kernel(nodes, params, code)
 
@@ -159,8 +203,12 @@ def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
 
 
 def _check_batchnorm(node: Node, graph: Graph) -> str | None:
-    if int_attr(node, "training_mode", 0) or len(present(node.outputs)) > 1:
-        return "BatchNormalization in training mode not supported"
+    # Before opset 14 extra outputs meant training (with saved_mean/saved_var outputs too);
+    # from 14 on, training_mode says so and the outputs are the running statistics.
+    if graph.opset < 14 and len(present(node.outputs)) > 1:
+        return "BatchNormalization with statistics outputs before opset 14 not supported"
+    if len(present(node.outputs)) > 1 and not int_attr(node, "training_mode", 0):
+        return "BatchNormalization with statistics outputs outside training mode not supported"
     if graph.type_of(node.inputs[0]).rank < 2:
         return "BatchNormalization of a tensor with rank < 2 not supported"
     return float_reason(node, graph)

@@ -83,6 +83,8 @@ def _lower_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         code.line(f"memcpy(Y, X, {ctx.graph.type_of(x).nbytes});")
         return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
     n = prod(shape[a] for a in axes)
+    if n == 0:
+        return _lower_empty_reduce(ctx, nodes)
     k_ext, k_in, k_out, r_ext, r_in = _split_loops(shape, axes)
     ctype = dtype.c_type
     with code.loops(k_ext, prefix="i") as ki:
@@ -100,6 +102,27 @@ def _lower_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
                 code.line(update)
         code.line(f"Y[{linear(ki, k_out)}] = {final.format(n=n)};")
     return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
+
+
+def _lower_empty_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """A reduction over an empty axis: every output is the reduction of the empty set
+    (0 for sums, -inf for ReduceMax and ReduceLogSum, NaN for ReduceMean, ...), i.e. the
+    final expression applied to the initial value. The empty input is not bound."""
+    node = nodes[0]
+    y, dtype = node.outputs[0], ctx.dtype(node.inputs[0])
+    ctype = dtype.c_type
+    code = Code()
+    if node.op == "ReduceLogSumExp":
+        code.line("const float max = -INFINITY, acc = 0.0f;")
+        final = "max + logf(acc)"
+    else:
+        init, _, final = (_FLOAT_OPS if dtype == DType.FLOAT32 else _INT_OPS)[node.op]
+        if dtype in _INT_LIMITS:
+            init = init.format(min=_INT_LIMITS[dtype][0], max=_INT_LIMITS[dtype][1])
+        code.line(f"const {ctype} acc = {init};")
+    code.line(f"const {ctype} value = {final.format(n=0)};")
+    code.line(f"for (int64_t i = 0; i < {ctx.graph.type_of(y).numel}; ++i) Y[i] = value;")
+    return Kernel(kernel_stem(nodes), tuple(nodes), (Param("Y", y, ctype, True),), code.lines)
 
 
 def _plus(a: str, b: str) -> str:
@@ -157,7 +180,7 @@ def _check_arg(node: Node, graph: Graph) -> str | None:
 
 
 ENTRIES = tuple(
-    OpEntry(op, "kernel", _check_reduce, lower=_lower_reduce)
+    OpEntry(op, "kernel", _check_reduce, lower=_lower_reduce, handles_empty=True)
     for op in (*_FLOAT_OPS, "ReduceLogSumExp")
 ) + (
     OpEntry("ArgMax", "kernel", _check_arg, lower=_lower_arg),

@@ -67,8 +67,10 @@ def _lower_concat(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     params: list[Param] = []
     offset = 0
     for k, x in enumerate(present(node.inputs)):
-        params.append(Param(f"X{k}", x, ctx.dtype(x).c_type))
         chunk = ctx.shape(x)[axis] * inner
+        if chunk == 0:  # an empty piece adds nothing
+            continue
+        params.append(Param(f"X{k}", x, ctx.dtype(x).c_type))
         dst = f"Y + {offset}" if offset else "Y"
         chunked_copy(code, outer, chunk * size, dst, row, f"X{k}", chunk)
         offset += chunk
@@ -89,7 +91,7 @@ def _lower_split(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     offset = 0
     for k, y in enumerate(node.outputs):
         chunk = ctx.shape(y)[axis] * inner if y else 0
-        if y:
+        if chunk:  # an empty piece gets nothing (and its pointer may be NULL)
             params.append(Param(f"Y{k}", y, ctx.dtype(y).c_type, True))
             src = f"X + {offset}" if offset else "X"
             chunked_copy(code, outer, chunk * size, f"Y{k}", chunk, src, row)
@@ -194,8 +196,8 @@ _VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 ENTRIES = (
     *(OpEntry(op, "view", _check_view, lower=_lower_view) for op in _VIEWS),
     OpEntry("Transpose", "kernel", _check_any, lower=_lower_transpose),
-    OpEntry("Concat", "kernel", _check_concat, lower=_lower_concat),
-    OpEntry("Split", "kernel", _check_any, lower=_lower_split),
+    OpEntry("Concat", "kernel", _check_concat, lower=_lower_concat, handles_empty=True),
+    OpEntry("Split", "kernel", _check_any, lower=_lower_split, handles_empty=True),
     OpEntry("Slice", "kernel", _check_slice, lower=_lower_slice),
     OpEntry("Expand", "kernel", _check_any, lower=_lower_expand),
     OpEntry("Tile", "kernel", _check_any, lower=_lower_tile),

@@ -1,0 +1,241 @@
+"""A region as groups: an anchor op (Conv, MatMul, Softmax, ...) with the epilogue steps
+fused after it, or a run of steps on their own.
+
+The partitioner hands a backend regions that are concatenations of its pattern matches (or,
+under the priority policy, runs of nodes its decline_reason accepted). The backend reads the
+ops back from the graph: `group_region` walks the region in order, starts a group at each
+anchor and appends each epilogue node to the group whose output it reads. A step whose
+anchor went elsewhere (a pin, another region) becomes a group of its own, so any region of
+accepted nodes can be generated.
+
+`chain_reason` is decline_reason for epilogue ops: a node is taken only where it continues
+a chain that starts at an anchor this backend takes, so a lone Relu stays with the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from buildgen.backends.cpu_common.gelu import GeluMatch, gelu_at
+from buildgen.backends.cpu_common.steps import (
+    EPILOGUE_OPS,
+    Binary,
+    Gelu,
+    Step,
+    chain_candidates,
+    step_for,
+    step_nodes,
+)
+from buildgen.errors import error
+from buildgen.ir import Graph, Node
+
+Reason = Callable[[Node, Graph], "str | None"]
+
+
+@dataclass(frozen=True)
+class ChainRules:
+    """What one backend takes: its anchors and how long a fused chain may be."""
+
+    kind: str
+    anchors: frozenset[str]  # ops that start a group
+    fusable: frozenset[str]  # anchors that take epilogue steps after them
+    anchor_reason: Reason  # None when the backend runs this anchor node
+    max_steps: int = 6
+    step_reason: Callable[[Step, Graph], str | None] = lambda step, graph: None
+    gelu: bool = False  # runs an exported erf GELU (five nodes) as one step
+
+    def describe(self) -> str:
+        return "/".join(sorted(self.fusable))
+
+
+@dataclass(frozen=True)
+class Group:
+    anchor: Node | None  # None: the steps run on their own, reading `source`
+    source: str  # what the first step reads when there is no anchor ("" otherwise)
+    steps: tuple[Step, ...]
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        head = (self.anchor,) if self.anchor is not None else ()
+        return (*head, *(n for s in self.steps for n in step_nodes(s)))
+
+    @property
+    def output(self) -> str:
+        return self.nodes[-1].outputs[0]
+
+    @property
+    def first(self) -> Node:
+        return self.nodes[0]
+
+    def reads(self, graph: Graph) -> tuple[str, ...]:
+        """Non-weight tensors the group reads from outside itself, in first-use order."""
+        names: list[str] = []
+        if self.anchor is not None:
+            names += [n for n in self.anchor.inputs if n]
+        else:
+            names.append(self.source)
+        names += [s.other for s in self.steps if isinstance(s, Binary)]
+        return tuple(n for n in dict.fromkeys(names) if not graph.is_weight(n))
+
+
+def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
+    """Whether `node`'s output can carry a chain: it is a fusable anchor the backend takes,
+    or a step of such a chain within `budget` steps."""
+    if node.op in rules.fusable:
+        return rules.anchor_reason(node, graph) is None
+    if budget <= 0 or node.op not in EPILOGUE_OPS:
+        return False
+    for chain in chain_candidates(node, graph):
+        step = step_for(node, graph, chain)
+        producer = graph.producer(chain)
+        if isinstance(step, str) or producer is None or rules.step_reason(step, graph):
+            continue
+        if _continues(producer, graph, rules, budget - 1):
+            return True
+    return False
+
+
+def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
+    """decline_reason of a backend whose nodes are anchors and the chains fused after them."""
+    if node.op in rules.anchors:
+        return rules.anchor_reason(node, graph)
+    if rules.gelu and gelu_at(graph, node) is not None:
+        return None  # fused after its MatMul/Gemm, or one eltwise of its own
+    if node.op not in EPILOGUE_OPS:
+        return f"no {rules.kind} pattern covers {node.op}"
+    problems = []
+    for chain in chain_candidates(node, graph):
+        step = step_for(node, graph, chain)
+        if isinstance(step, str):
+            problems.append(step)
+            continue
+        extra = rules.step_reason(step, graph)
+        producer = graph.producer(chain)
+        if extra:
+            problems.append(extra)
+        elif producer is not None and _continues(producer, graph, rules, rules.max_steps - 1):
+            return None
+    detail = "; ".join(dict.fromkeys(problems)) or "its input does not come from one"
+    return f"{node.op} runs on {rules.kind} only fused after {rules.describe()} ({detail})"
+
+
+def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str | None:
+    """None if `nodes` (an anchor, then steps each reading the previous node's first output,
+    as a pattern match is) is a chain the backend fuses, else the first reason it is not."""
+    first = nodes[0]
+    if rules.gelu and first.op not in rules.anchors:
+        match = gelu_at(graph, first)
+        if match is not None and match.nodes == tuple(nodes):
+            return None
+    if first.op not in rules.anchors:
+        return f"{first.op} does not start a {rules.kind} group"
+    reason = rules.anchor_reason(first, graph)
+    if reason is not None:
+        return reason
+    if len(nodes) > 1 and first.op not in rules.fusable:
+        return f"{first.op} takes no fused steps on {rules.kind}"
+    if len(nodes) - 1 > rules.max_steps:
+        return f"more than {rules.max_steps} fused steps"
+    for before, node in zip(nodes, nodes[1:], strict=False):
+        step = step_for(node, graph, before.outputs[0])
+        if isinstance(step, str):
+            return step
+        reason = rules.step_reason(step, graph)
+        if reason is not None:
+            return reason
+    return None
+
+
+@dataclass
+class _Building:
+    anchor: Node | None
+    source: str = ""
+    steps: list[Step] = field(default_factory=list)
+
+    def frozen(self) -> Group:
+        return Group(self.anchor, self.source, tuple(self.steps))
+
+    @property
+    def last(self) -> Node:
+        if self.steps:
+            return step_nodes(self.steps[-1])[-1]
+        assert self.anchor is not None
+        return self.anchor
+
+
+def _standalone(node: Node, graph: Graph, rules: ChainRules) -> _Building:
+    problems = []
+    for source in dict.fromkeys(n for n in node.inputs if n and not graph.is_weight(n)):
+        step = step_for(node, graph, source)
+        reason = step if isinstance(step, str) else rules.step_reason(step, graph)
+        if reason is None and not isinstance(step, str):
+            return _Building(None, source, [step])
+        problems.append(reason or "")
+    detail = "; ".join(p for p in dict.fromkeys(problems) if p) or "no tensor input"
+    raise error(f"{rules.kind} backend cannot run node '{node.name}' ({node.op}): {detail}")
+
+
+def _place_gelu(match: GeluMatch, graph: Graph, order: dict[str, int],
+                groups: list[_Building], open_tails: dict[str, int], rules: ChainRules) -> None:
+    """A GELU joins the group computing its input when nothing else reads that input, else
+    it is a group of its own."""
+    missing = [n.name for n in match.nodes if n.name not in order]
+    if missing:
+        raise error(f"{rules.kind} backend: region holds part of a GELU without {missing}")
+    readers = {n.name for n in graph.consumers(match.source)}
+    inside = {n.name for n in match.nodes}
+    index = open_tails.get(match.source)
+    if (index is not None and readers <= inside and match.source not in graph.output_names
+            and len(groups[index].steps) < rules.max_steps):
+        groups[index].steps.append(Gelu(match))
+        del open_tails[match.source]
+        open_tails[match.output] = index
+        return
+    groups.append(_Building(None, match.source, [Gelu(match)]))
+    open_tails[match.output] = len(groups) - 1
+
+
+def group_region(graph: Graph, nodes: Sequence[str], rules: ChainRules) -> list[Group]:
+    """The region's nodes as groups, in an order that runs every group after the groups it
+    reads: the order of each group's last node."""
+    order = {name: i for i, name in enumerate(nodes)}
+    groups: list[_Building] = []
+    open_tails: dict[str, int] = {}  # a group's current output tensor -> the group
+    taken: set[str] = set()  # nodes already placed with an earlier one (a GELU's)
+    for name in nodes:
+        node = graph.node(name)
+        if name in taken:
+            continue
+        match = gelu_at(graph, node) if rules.gelu else None
+        if match is not None:
+            taken.update(n.name for n in match.nodes)
+            _place_gelu(match, graph, order, groups, open_tails, rules)
+            continue
+        if node.op in rules.anchors:
+            reason = rules.anchor_reason(node, graph)
+            if reason is not None:
+                raise error(f"{rules.kind} backend cannot run node '{name}' ({node.op}): {reason}")
+            groups.append(_Building(node))
+            if node.op in rules.fusable:
+                open_tails[node.outputs[0]] = len(groups) - 1
+            continue
+        # Continue the chain whose last node ran latest: the other operands are then ready.
+        tails = [t for t in chain_candidates(node, graph) if t in open_tails]
+        tails.sort(key=lambda t: -order[groups[open_tails[t]].last.name])
+        for tail in tails:
+            building = groups[open_tails[tail]]
+            step = step_for(node, graph, tail)
+            if isinstance(step, str) or rules.step_reason(step, graph):
+                continue
+            if len(building.steps) >= rules.max_steps:
+                continue
+            building.steps.append(step)
+            index = open_tails.pop(tail)
+            open_tails[node.outputs[0]] = index
+            break
+        else:
+            groups.append(_standalone(node, graph, rules))
+            open_tails[node.outputs[0]] = len(groups) - 1
+    frozen = [g.frozen() for g in groups]
+    return sorted(frozen, key=lambda g: order[g.nodes[-1].name])

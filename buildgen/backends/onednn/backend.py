@@ -1,0 +1,104 @@
+"""The `onednn` backend: external codegen for the c host, through oneDNN's primitives.
+
+It takes Conv, MatMul and Gemm with the elementwise chain after them as post-ops, and the
+pooling, softmax and layer-normalization ops, and generates one C module per model whose
+create function builds every primitive once (weights reordered into the layouts the
+primitives prefer) and whose region functions only execute them. Threads and the fpmath
+mode are target attributes; where oneDNN lives is found at gen (backends/libraries.py) and
+only reaches compile and link flags.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from buildgen.backends.base import GeneratedSource
+from buildgen.backends.cpu_common.groups import chain_reason
+from buildgen.backends.onednn.module import (
+    FPMATH,
+    LAYOUTS,
+    LoweredRegion,
+    Settings,
+    lower_region,
+    render_module,
+)
+from buildgen.backends.onednn.support import RULES
+from buildgen.errors import error
+from buildgen.ir import Graph, Node
+from buildgen.partition.model import Partition
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ScratchSummary:
+    """What report.json counts for this module: M__onednn_scratch_bytes (the arena part;
+    reordered weights and oneDNN's scratchpad are allocated by create on top)."""
+
+    scratch_bytes: int
+    unshared_bytes: int
+
+
+def settings_of(options: Mapping[str, object]) -> Settings:
+    threads = options.get("threads", 1)
+    fpmath = str(options.get("fpmath_mode", "strict"))
+    layout = str(options.get("activation_layout", "channels_last"))
+    assert isinstance(threads, int)
+    if fpmath not in FPMATH:
+        raise error(f"onednn: unknown fpmath_mode {fpmath!r}; known: {', '.join(FPMATH)}")
+    if layout not in LAYOUTS:
+        known = ", ".join(LAYOUTS)
+        raise error(f"onednn: unknown activation_layout {layout!r}; known: {known}")
+    return Settings(threads, fpmath, layout)
+
+
+class OneDNNBackend:
+    kind = "onednn"
+
+    def decline_reason(self, node: Node, graph: Graph) -> str | None:
+        return chain_reason(node, graph, RULES)
+
+    def lower(
+        self,
+        graph: Graph,
+        partition: Partition,
+        weights: Mapping[str, np.ndarray] | None = None,
+        settings: Settings | None = None,
+    ) -> list[LoweredRegion]:
+        settings = settings or settings_of({})
+        lowered: list[LoweredRegion] = []
+        kernels = 0
+        for region in partition.regions_for(self.kind):
+            lowered.append(lower_region(graph, region, kernels, weights, settings))
+            kernels += len(lowered[-1].blocks)
+        return lowered
+
+    def generate(
+        self,
+        model: str,
+        graph: Graph,
+        partition: Partition,
+        options: Mapping[str, object],
+        weights: Mapping[str, np.ndarray] | None = None,
+    ) -> GeneratedSource:
+        if not _IDENTIFIER.fullmatch(model):
+            raise error(f"model name {model!r} is not a C identifier")
+        settings = settings_of(options)
+        regions = self.lower(graph, partition, weights, settings)
+        text = render_module(model, graph, regions, settings)
+        return GeneratedSource("onednn.c", "c", text)
+
+    def plan_summary(
+        self, graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray] | None = None
+    ) -> ScratchSummary:
+        regions = self.lower(graph, partition, weights)
+        return ScratchSummary(
+            scratch_bytes=max((r.layout.plan.total_bytes for r in regions), default=0),
+            unshared_bytes=sum(r.layout.plan.unshared_bytes for r in regions),
+        )

@@ -1,0 +1,207 @@
+"""Each group of a oneDNN region as the C block that builds its primitive at create time:
+a constant spec for one of bg_onednn_ops.h's helpers, the post-ops of its fused steps, and
+the call. The comment above the block lists the ONNX nodes it implements."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from math import prod
+
+import numpy as np
+
+from buildgen.backends.c.cwriter import comment, float_literal, shape_text
+from buildgen.backends.cpu_common.geometry import Window, window
+from buildgen.backends.cpu_common.groups import Group
+from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step
+from buildgen.backends.cpu_common.values import bn_scale_shift, scalar_operand, weight
+from buildgen.backends.onednn.blocks import Block, Context, dims, posts_lines, spec
+from buildgen.backends.onednn.layout import RegionLayout, sum_step
+from buildgen.backends.onednn.matmul import matmul_block, padder
+from buildgen.backends.onednn.posts import BINARY_ALG, eltwise_of, linear_of, step_posts
+from buildgen.codegen import cnames
+from buildgen.ir import Graph, Node
+
+
+def _pads_end(geo: Window) -> tuple[int, ...]:
+    """ONNX's end pads when oneDNN's floor formula gives the output size, else the pads that
+    do (ceil_mode)."""
+    out = []
+    for n, o, k, s, d, b, e in zip(geo.size, geo.out, geo.kernel, geo.strides, geo.dilations,
+                                   geo.pads_begin, geo.pads_end, strict=True):
+        span = (k - 1) * d + 1
+        out.append(e if (n + b + e - span) // s + 1 == o else (o - 1) * s + span - n - b)
+    return tuple(out)
+
+
+def _window_fields(geo: Window, kernel: bool) -> list[tuple[str, str]]:
+    fields = [("spatial", str(geo.rank)), ("strides", dims(geo.strides))]
+    if kernel:
+        fields.append(("kernel", dims(geo.kernel)))
+    fields += [
+        ("dilation" if kernel else "dilates", dims(d - 1 for d in geo.dilations)),
+        ("pad_l", dims(geo.pads_begin)),
+        ("pad_r", dims(_pads_end(geo))),
+    ]
+    return fields
+
+
+def _conv(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    graph = ctx.graph
+    x, w, y = (graph.type_of(t).shape for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+    geo = window(node, x, y, w[2:])
+    groups = x[1] // w[1]
+    shape = (groups, w[0] // groups, *w[1:]) if groups > 1 else w
+    bias = node.inputs[2] if len(node.inputs) > 2 else ""
+    fields = [("src", ctx.layout.enum(node.inputs[0])), ("dst", ctx.layout.enum(group.output)),
+              ("ndims", str(len(shape))), ("weights_dims", dims(shape)),
+              ("weights", str(graph.weight(node.inputs[1]).offset))]
+    steps: Sequence[Step] = group.steps
+    notes = []
+    if steps and isinstance(steps[0], Affine):
+        # Fold the BatchNormalization: W'[o] = W[o] * scale[o], b' = b * scale + shift.
+        scale, shift = bn_scale_shift(steps[0].node, ctx.weights)
+        b = weight(ctx.weights, node, bias) if bias else np.zeros_like(shift)
+        what = f"{steps[0].node.op} '{steps[0].node.name}'"
+        fields += [("bias", ctx.array("bias", b * scale + shift, f"{what} folded: bias")),
+                   ("bias_offset", "-1"), ("scale", ctx.array("scale", scale, f"{what}: scale")),
+                   ("out_channels", str(w[0])), ("inner", str(prod(w[1:])))]
+        notes.append(f"{what}: folded into the weights and bias")
+        steps = steps[1:]
+    elif bias:
+        fields += [("bias", "NULL"), ("bias_offset", str(graph.weight(bias).offset))]
+    else:
+        fields += [("bias", "NULL"), ("bias_offset", "-1")]
+    fields += _window_fields(geo, kernel=False)
+    posts, arrays = step_posts(steps, ctx.layout, graph, ctx.weights, padder(len(y)), ctx.name,
+                               sum_step(group, graph))
+    ctx.arrays += arrays
+    post_lines, post_args = posts_lines(posts)
+    lines = [*spec("bg_dnnl_conv_spec", fields), *post_lines]
+    return lines, f"bg_dnnl_conv(m, r, &spec, {post_args}", notes
+
+
+def _unary_fields(ctx: Context, source: str, group: Group, plain: bool,
+                  view: Sequence[int] = ()) -> list[tuple[str, str]]:
+    fields = [("src", ctx.layout.enum(source)), ("dst", ctx.layout.enum(group.output)),
+              ("plain", str(int(plain)))]
+    if view:
+        fields += [("ndims", str(len(view))), ("dims", dims(view))]
+    return fields
+
+
+def _pool(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    x = ctx.graph.type_of(node.inputs[0]).shape
+    y = ctx.graph.type_of(node.outputs[0]).shape
+    if node.op.startswith("Global"):
+        geo = Window(x[2:], y[2:], x[2:], (1,) * (len(x) - 2), (1,) * (len(x) - 2),
+                     (0,) * (len(x) - 2), (0,) * (len(x) - 2))
+    else:
+        kernel = node.attr("kernel_shape")
+        assert isinstance(kernel, tuple)
+        geo = window(node, x, y, tuple(int(k) for k in kernel))
+    if "Max" in node.op:
+        alg = "dnnl_pooling_max"
+    elif node.attr("count_include_pad", 0) == 1:
+        alg = "dnnl_pooling_avg_include_padding"
+    else:
+        alg = "dnnl_pooling_avg_exclude_padding"
+    lines = [
+        *spec("bg_dnnl_pool_spec", [("alg", alg), *_window_fields(geo, kernel=True)], "pool"),
+        *spec("bg_dnnl_unary_spec", _unary_fields(ctx, node.inputs[0], group, False)),
+    ]
+    return lines, "bg_dnnl_unary(m, r, &spec, bg_dnnl_make_pool, &pool, NULL, 0, NULL, 0", []
+
+
+def _two_d(shape: Sequence[int], axis: int) -> tuple[int, int]:
+    return prod(shape[:axis]), prod(shape[axis:])
+
+
+def _norm(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    shape = ctx.graph.type_of(node.inputs[0]).shape
+    axis = node.attr("axis", -1 if node.op == "LayerNormalization" or ctx.graph.opset >= 13 else 1)
+    assert isinstance(axis, int)
+    axis %= max(len(shape), 1)
+    if node.op == "LayerNormalization":
+        scale = ctx.graph.weight(node.inputs[1]).offset
+        bias = node.inputs[2] if len(node.inputs) > 2 else ""
+        shift = ctx.graph.weight(bias).offset if bias else -1
+        eps = float(node.attr("epsilon", 1e-5))  # type: ignore[arg-type]
+        norm = [("epsilon", float_literal(eps)), ("scale", str(scale)), ("shift", str(shift))]
+        lines = [*spec("bg_dnnl_lnorm_spec", norm, "norm"),
+                 *spec("bg_dnnl_unary_spec", _unary_fields(
+                     ctx, node.inputs[0], group, True, _two_d(shape, axis)))]
+        return lines, "bg_dnnl_lnorm(m, r, &spec, &norm", []
+    view: Sequence[int] = shape
+    if ctx.graph.opset < 13:  # Softmax-11 flattens to 2-D around the axis
+        view, axis = _two_d(shape, axis), 1
+    alg = "dnnl_softmax_log" if node.op == "LogSoftmax" else "dnnl_softmax_accurate"
+    lines = [*spec("bg_dnnl_softmax_spec", [("alg", alg), ("axis", str(axis))], "softmax"),
+             *spec("bg_dnnl_unary_spec", _unary_fields(ctx, node.inputs[0], group, True, view))]
+    return lines, ("bg_dnnl_unary(m, r, &spec, bg_dnnl_make_softmax, &softmax, NULL, 0, "
+                   "NULL, 0"), []
+
+
+def _standalone(ctx: Context, group: Group) -> tuple[list[str], str, list[str]]:
+    """Steps whose anchor runs elsewhere: the first as an eltwise or binary primitive, the
+    rest as its post-ops."""
+    first, rest = group.steps[0], group.steps[1:]
+    rank = padder(ctx.graph.type_of(group.output).rank)
+    more, arrays = step_posts(rest, ctx.layout, ctx.graph, ctx.weights, rank, ctx.name)
+    ctx.arrays += arrays
+    unary = spec("bg_dnnl_unary_spec", _unary_fields(ctx, group.source, group, False))
+    value = scalar_operand(first, ctx.graph, ctx.weights) if isinstance(first, Binary) else None
+    if isinstance(first, (Act, Gelu)) or value is not None:
+        if isinstance(first, Gelu):
+            alg, alpha, beta = "dnnl_eltwise_gelu_erf", 0.0, 0.0
+        elif isinstance(first, Act):
+            alg, alpha, beta = eltwise_of(first, ctx.weights)
+        else:
+            assert isinstance(first, Binary) and value is not None
+            alg, (alpha, beta) = "dnnl_eltwise_linear", linear_of(first, value)
+        fields = [("alg", alg), ("alpha", float_literal(alpha)), ("beta", float_literal(beta))]
+        post_lines, post_args = posts_lines(more)
+        lines = [*spec("bg_dnnl_eltwise_spec", fields, "eltwise"), *unary, *post_lines]
+        call = "bg_dnnl_unary(m, r, &spec, bg_dnnl_make_eltwise, &eltwise, NULL, 0, "
+        return lines, call + post_args, []
+    if isinstance(first, Affine):
+        posts, arrays = step_posts([first], ctx.layout, ctx.graph, ctx.weights, rank, ctx.name)
+        ctx.arrays += arrays
+        operand, more = posts[0], [posts[1], *more]
+    else:
+        assert isinstance(first, Binary)
+        (operand,), _ = step_posts([first], ctx.layout, ctx.graph, ctx.weights, rank, ctx.name)
+        assert dict(operand.fields)["alg"] == BINARY_ALG[first.op]
+    post_lines, post_args = posts_lines(more)
+    lines = [*unary, f"static const bg_dnnl_post operand = {operand.initializer};", *post_lines]
+    return lines, f"bg_dnnl_binary(m, r, &spec, &operand, {post_args}", []
+
+
+def group_block(group: Group, index: int, layout: RegionLayout, graph: Graph,
+                weights: Mapping[str, np.ndarray] | None) -> Block:
+    ctx = Context(layout, graph, weights, f"k{index}", [])
+    anchor = group.anchor
+    if anchor is None:
+        body, call, notes = _standalone(ctx, group)
+    elif anchor.op == "Conv":
+        body, call, notes = _conv(ctx, group, anchor)
+    elif anchor.op in ("MatMul", "Gemm"):
+        body, call, notes = matmul_block(ctx, group, anchor)
+    elif anchor.op in ("Softmax", "LogSoftmax", "LayerNormalization"):
+        body, call, notes = _norm(ctx, group, anchor)
+    else:
+        body, call, notes = _pool(ctx, group, anchor)
+    first = group.first
+    what = cnames.c_string(f"k{index} {first.op} '{first.name}'")
+    head = [f"/* k{index}: " + comment(_node_text(graph, group.nodes[0]))]
+    head += [" *   then " + comment(_node_text(graph, n)) for n in group.nodes[1:]]
+    head += [f" *   ({comment(note)})" for note in notes]
+    head[-1] += " */"
+    lines = ["{", *(f"    {h}" for h in head), *(f"    {b}" for b in body),
+             f"    if ({call}, {what}) != 0) return -1;", "}"]
+    return Block(tuple(lines), tuple(ctx.arrays))
+
+
+def _node_text(graph: Graph, node: Node) -> str:
+    ins = ", ".join(f"{t}{shape_text(graph.type_of(t).shape)}" for t in node.inputs if t)
+    out = node.outputs[0]
+    return f"{node.op} '{node.name}': {ins} -> {out}{shape_text(graph.type_of(out).shape)}"

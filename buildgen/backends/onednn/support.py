@@ -1,0 +1,124 @@
+"""What the onednn backend runs: Conv (1-D to 3-D), MatMul and Gemm with the elementwise
+chain after them fused as post-ops (bias, scale, residual sum, BatchNormalization, eltwise),
+and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax and
+LayerNormalization. Everything else declines, with the reason the partitioner reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from buildgen.backends.cpu_common.groups import ChainRules
+from buildgen.ir import DType, Graph, Node
+
+MAX_DIMS = 12  # DNNL_MAX_NDIMS
+POOLS = frozenset(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"))
+NORMS = frozenset(("Softmax", "LogSoftmax", "LayerNormalization"))
+FUSABLE = frozenset(("Conv", "MatMul", "Gemm"))
+
+
+def _float_reason(node: Node, graph: Graph) -> str | None:
+    for name in (*node.inputs, *node.outputs):
+        if name and graph.type_of(name).dtype != DType.FLOAT32:
+            return f"{node.op} on {graph.type_of(name).dtype.value} (onednn runs float32 here)"
+    return None
+
+
+def _extra_outputs_reason(node: Node, graph: Graph) -> str | None:
+    for name in node.outputs[1:]:
+        if name and (graph.consumers(name) or name in graph.output_names):
+            return f"{node.op} with its output '{name}' used"
+    return None
+
+
+def _rank(graph: Graph, name: str) -> int:
+    return graph.type_of(name).rank
+
+
+def _conv(node: Node, graph: Graph) -> str | None:
+    if not 3 <= _rank(graph, node.inputs[0]) <= 5:
+        return f"Conv of rank {_rank(graph, node.inputs[0])} (onednn runs 1-D to 3-D)"
+    for index, what in ((1, "weights"), (2, "bias")):
+        name = node.inputs[index] if index < len(node.inputs) else ""
+        if name and not graph.is_weight(name):
+            return f"Conv with run-time {what} (onednn reorders constant weights once)"
+    return None
+
+
+def _matmul(node: Node, graph: Graph) -> str | None:
+    a, b = node.inputs[:2]
+    if graph.is_weight(a):
+        return "MatMul of a constant left operand"
+    if _rank(graph, b) == 1:
+        return "MatMul with a 1-D right operand (a matrix-vector product) is left to the host"
+    if max(_rank(graph, a), _rank(graph, b), 2) > MAX_DIMS:
+        return f"MatMul of more than {MAX_DIMS} dims"
+    return None
+
+
+def _gemm(node: Node, graph: Graph) -> str | None:
+    if graph.is_weight(node.inputs[0]):
+        return "Gemm of a constant A"
+    c = node.inputs[2] if len(node.inputs) > 2 else ""
+    if c and not graph.is_weight(c) and node.attr("beta", 1.0) != 1.0:
+        return "Gemm with a run-time C and beta != 1"
+    if c and _rank(graph, c) > 2:
+        return "Gemm C of rank > 2"
+    return None
+
+
+def _pool(node: Node, graph: Graph) -> str | None:
+    if not 3 <= _rank(graph, node.inputs[0]) <= 5:
+        return f"{node.op} of rank {_rank(graph, node.inputs[0])} (onednn runs 1-D to 3-D)"
+    ceil = node.attr("ceil_mode", 0) == 1
+    if node.op == "AveragePool" and ceil and node.attr("count_include_pad", 0) == 1:
+        return "AveragePool with ceil_mode and count_include_pad"
+    return _extra_outputs_reason(node, graph)
+
+
+def _softmax(node: Node, graph: Graph) -> str | None:
+    if _rank(graph, node.inputs[0]) > MAX_DIMS:
+        return f"{node.op} of more than {MAX_DIMS} dims"
+    return None
+
+
+def _layer_norm(node: Node, graph: Graph) -> str | None:
+    for name in node.inputs[1:3]:
+        if name and not graph.is_weight(name):
+            return f"LayerNormalization with run-time parameter '{name}'"
+    axis = node.attr("axis", -1)
+    assert isinstance(axis, int)
+    rank = _rank(graph, node.inputs[0])
+    scale = graph.type_of(node.inputs[1]).shape
+    normalized = graph.type_of(node.inputs[0]).shape[axis % rank :]
+    if scale != normalized:
+        return f"LayerNormalization scale of shape {list(scale)} (onednn wants {list(normalized)})"
+    return _extra_outputs_reason(node, graph)
+
+
+_CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
+    "Conv": _conv,
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    **{op: _pool for op in POOLS},
+    "Softmax": _softmax,
+    "LogSoftmax": _softmax,
+    "LayerNormalization": _layer_norm,
+}
+
+
+def anchor_reason(node: Node, graph: Graph) -> str | None:
+    if node.domain not in ("", "ai.onnx"):
+        return f"op {node.domain}.{node.op} is not supported by onednn"
+    check = _CHECKS.get(node.op)
+    if check is None:
+        return f"no onednn pattern covers {node.op}"
+    return _float_reason(node, graph) or check(node, graph)
+
+
+RULES = ChainRules(
+    kind="onednn",
+    anchors=frozenset(_CHECKS),
+    fusable=FUSABLE,
+    anchor_reason=anchor_reason,
+    gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
+)

@@ -1,0 +1,105 @@
+"""`buildgen cmake`: manifest -> the option files and the CMake fragment.
+
+What `buildgen gen` does for Ninja, done for CMake: the same manifest loading, target
+resolution, option files and BuildPlan (buildgen.ninja.actions), then the plan is written as
+a CMake fragment instead of build.ninja. buildgen_add_models() runs this at configure time
+and adds the fragment's folder with add_subdirectory(), binary dir = the build dir, so that
+relative paths in the plan, in the stages' depfiles and in the fragment all start at one
+folder (CMake reads a custom command's depfile relative to CMAKE_CURRENT_BINARY_DIR).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildgen.cmake.emit import emit_fragment
+from buildgen.cmake.fragment import FRAGMENT_DIR, fragment_from_plan
+from buildgen.errors import BuildgenError, Diagnostic
+from buildgen.fsutil import write_if_changed
+from buildgen.manifest import Manifest, ModelSpec, load_manifest
+from buildgen.ninja.actions import plan_build
+from buildgen.ninja.context import current_context
+from buildgen.ninja.genfiles import gen_files
+from buildgen.targets import is_known_target, pool_depths, resolve_targets
+from buildgen.targets.attributes import did_you_mean
+
+FRAGMENT_FILE = f"{FRAGMENT_DIR}/CMakeLists.txt"
+
+
+@dataclass(frozen=True)
+class CMakeResult:
+    build_dir: Path  # absolute
+    fragment_dir: Path  # absolute: add_subdirectory(<this> <build_dir>)
+    changed: tuple[str, ...]  # files rewritten this time, relative to the build dir
+
+
+def generate_cmake(
+    manifest_path: Path,
+    build_dir: Path | None = None,
+    models: Sequence[str] = (),
+    targets: Sequence[str] = (),
+) -> CMakeResult:
+    """Write the option files and the fragment for `models` x `targets` (empty: all).
+
+    The fragment is written last, so an interrupted run never leaves one naming option
+    files that do not exist yet.
+    """
+    manifest = load_manifest(manifest_path, is_known_target)
+    chosen = select_models(manifest, models, targets)
+    # Resolve what the chosen models use (their whole target lists, so that a problem is
+    # located where it is written); models left out are not built, so not checked either.
+    names = {m.name for m in chosen}
+    resolved = resolve_targets(dataclasses.replace(
+        manifest, models=tuple(m for m in manifest.models if m.name in names)
+    ))
+    used = {name: resolved[name] for model in chosen for name in model.targets}
+    out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
+    ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(used.values()))
+    files = gen_files(chosen, used)
+    plan = plan_build(chosen, used, ctx, tuple(files))
+    fragment = fragment_from_plan(plan, chosen, ctx)
+    files.update(fragment.command_files())
+    files[FRAGMENT_FILE] = emit_fragment(fragment)
+    changed = tuple(path for path, text in files.items() if write_if_changed(out_dir / path, text))
+    return CMakeResult(out_dir, out_dir / FRAGMENT_DIR, changed)
+
+
+def select_models(
+    manifest: Manifest, models: Sequence[str], targets: Sequence[str]
+) -> tuple[ModelSpec, ...]:
+    """The manifest's models named in `models`, each keeping only the targets named in
+    `targets` (an empty selection keeps all). A name that matches nothing is an error; a
+    model left without targets is dropped, unless it was asked for by name."""
+    known_models = [m.name for m in manifest.models]
+    known_targets = {t for m in manifest.models for t in m.targets}
+    problems = [
+        Diagnostic(f"no model {name!r} in {manifest.path.name}",
+                   hint=did_you_mean(name, known_models))
+        for name in models if name not in known_models
+    ]
+    problems += [
+        Diagnostic(f"no model in {manifest.path.name} is built for target {name!r}",
+                   hint=did_you_mean(name, known_targets))
+        for name in targets if name not in known_targets
+    ]
+    chosen: list[ModelSpec] = []
+    for model in manifest.models:
+        if models and model.name not in models:
+            continue
+        kept = tuple(t for t in model.targets if not targets or t in targets)
+        if kept:
+            chosen.append(dataclasses.replace(model, targets=kept))
+        elif model.name in models:
+            problems.append(Diagnostic(
+                f"model {model.name!r} is built for {', '.join(model.targets)}, none of the "
+                f"targets asked for ({', '.join(targets)})",
+            ))
+    if problems:
+        raise BuildgenError(problems)
+    if not chosen:
+        raise BuildgenError(f"{manifest.path.name} declares no models")
+    return tuple(chosen)

@@ -1,0 +1,86 @@
+"""Tuning records: measured run times of candidate kernels, one JSON file a manifest names.
+
+    {"format": "buildgen-tuning-records", "version": 1,
+     "records": [{"key": {...}, "seconds": 1.9e-05, "runs": 200, "machine": "..."}, ...]}
+
+Records are sorted by their key's canonical text and carry no timestamps, so merging the
+same measurements gives the same bytes. `buildgen tune` writes them; the cost policy reads
+them (the file is an input of the partition action, so new records re-partition).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from buildgen.errors import error
+from buildgen.partition.cost.keys import key_text
+
+RECORDS_FORMAT = "buildgen-tuning-records"
+RECORDS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str  # canonical key text (buildgen.partition.cost.keys.key_text)
+    seconds: float  # time of one call, the runtime's call overhead removed
+    runs: int  # how many runs the median is of
+    machine: str = ""  # what measured it, for people reading the file
+
+
+@dataclass(frozen=True)
+class Records:
+    by_key: Mapping[str, Record]
+    source: str = ""  # the file's name, for explanations
+
+    def lookup(self, key: Mapping[str, Any]) -> Record | None:
+        return self.by_key.get(key_text(key))
+
+    def merged(self, new: Iterable[Record]) -> Records:
+        """These records with `new` ones added; a new record replaces an old one."""
+        table = dict(self.by_key)
+        table.update((r.key, r) for r in new)
+        return Records(table, self.source)
+
+    def dump(self) -> str:
+        """One record per line (sorted by key), so a diff of the file shows what changed."""
+        lines = [
+            json.dumps({"key": json.loads(r.key), "seconds": float(f"{r.seconds:.4g}"),
+                        "runs": r.runs, "machine": r.machine}, sort_keys=True)
+            for _, r in sorted(self.by_key.items())
+        ]
+        head = (f'{{"format": "{RECORDS_FORMAT}", "version": {RECORDS_VERSION}, '
+                '"records": [')
+        return head + "\n" + ",\n".join(lines) + ("\n" if lines else "") + "]}\n"
+
+
+def empty_records(source: str = "") -> Records:
+    return Records({}, source)
+
+
+def load_records(path: str | Path) -> Records:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(f"{path}: cannot read tuning records: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise error(f"{path}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != RECORDS_FORMAT:
+        raise error(f"{path}: not a buildgen tuning-records file",
+                    hint="`buildgen tune` writes one")
+    if doc.get("version") != RECORDS_VERSION:
+        raise error(f"{path}: tuning records of version {doc.get('version')!r}; this buildgen "
+                    f"reads version {RECORDS_VERSION}", hint="re-run `buildgen tune`")
+    table: dict[str, Record] = {}
+    for index, item in enumerate(doc.get("records", [])):
+        try:
+            record = Record(key_text(item["key"]), float(item["seconds"]), int(item["runs"]),
+                            str(item.get("machine", "")))
+        except (KeyError, TypeError, ValueError):
+            raise error(f"{path}: records[{index}] needs 'key', 'seconds' and 'runs'") from None
+        table[record.key] = record
+    return Records(table, path.name)

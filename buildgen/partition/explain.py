@@ -1,0 +1,109 @@
+"""Why each region runs where it does: for `buildgen explain` and the HTML report.
+
+The partition file records each region's reason (the pattern that matched, the pin, the
+cost and where it came from, the user's file or step). For the nodes the host runs, this
+adds what every other backend of the target said about each of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from buildgen.backends.registry import get_backend
+from buildgen.ir import Graph, Node
+from buildgen.partition.candidates import has_patterns
+from buildgen.partition.matcher import why_unmatched
+from buildgen.partition.model import Partition
+from buildgen.targets import ResolvedTarget, get_kind
+
+
+@dataclass(frozen=True)
+class NodeNote:
+    name: str
+    op: str
+    declined: tuple[tuple[str, str], ...]  # (kind, what it said), for nodes the host runs
+
+
+@dataclass(frozen=True)
+class RegionNote:
+    id: str
+    target: str
+    role: str  # "host", "device" or "accelerator"
+    reason: str
+    pattern: str
+    nodes: tuple[NodeNote, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    model: str
+    target: str
+    backends: tuple[str, ...]  # the target's, in priority order
+    regions: tuple[RegionNote, ...]
+
+
+def what_others_said(graph: Graph, node: Node, target: ResolvedTarget) -> tuple[
+    tuple[str, str], ...
+]:
+    """Each non-host backend's answer for a node the host runs."""
+    said = []
+    for kind in target.backends:
+        if kind == target.host_kind:
+            continue
+        reason = get_backend(kind).decline_reason(node, graph)
+        if reason is None and has_patterns(kind):
+            reason = "accepts the op; " + why_unmatched(graph, get_kind(kind).patterns, node)
+        said.append((kind, reason if reason is not None else "accepts it"))
+    return tuple(said)
+
+
+def explain(graph: Graph, target: ResolvedTarget, partition: Partition) -> Explanation:
+    regions = []
+    for region in partition.regions:
+        on_host = region.target == target.host_kind
+        nodes = tuple(
+            NodeNote(name, graph.node(name).op,
+                     what_others_said(graph, graph.node(name), target) if on_host else ())
+            for name in region.nodes
+        )
+        regions.append(RegionNote(region.id, region.target, get_kind(region.target).role.value,
+                                  region.reason, region.pattern, nodes))
+    return Explanation(partition.model, partition.target, target.backends, tuple(regions))
+
+
+def render_text(expl: Explanation) -> str:
+    lines = [
+        f"{expl.model} for target {expl.target}: {len(expl.regions)} region(s); backends in "
+        f"priority order: {' > '.join(expl.backends)}",
+    ]
+    for r in expl.regions:
+        lines += [
+            "",
+            f"{r.id}  {r.target} ({r.role}), {len(r.nodes)} node(s)",
+            f"    why: {r.reason or 'not recorded'}",
+        ]
+        if r.pattern:
+            lines.append(f"    pattern: {r.pattern}")
+        for n in r.nodes:
+            lines.append(f"    - {n.name} ({n.op})")
+            for kind, said in n.declined:
+                lines.append(f"        {kind}: {said}")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(expl: Explanation) -> dict[str, Any]:
+    return {
+        "model": expl.model,
+        "target": expl.target,
+        "backends": list(expl.backends),
+        "regions": [
+            {
+                "id": r.id, "target": r.target, "role": r.role, "reason": r.reason,
+                "pattern": r.pattern,
+                "nodes": [{"name": n.name, "op": n.op, "declined": dict(n.declined)}
+                          for n in r.nodes],
+            }
+            for r in expl.regions
+        ],
+    }

@@ -1,0 +1,1 @@
+"""`buildgen tune`: build each candidate kernel on its own, time it, write tuning records."""

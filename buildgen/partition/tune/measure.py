@@ -1,0 +1,75 @@
+"""Timing a built kernel library with buildgen.runtime.
+
+Each library is called until a batch takes about `min_seconds`; the fastest batch's time
+per call is the measurement (other work on the machine only ever adds time, so the minimum
+is the steadiest estimate). Calling through ctypes costs microseconds that a compiled
+executor never pays, so the same measurement of a trivial kernel (one Relu of one
+element, on the host) is subtracted from every result.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from buildgen.runtime import CompiledModel
+
+BATCHES = 7
+FLOOR_SECONDS = 1e-9  # a kernel faster than the call overhead still costs something
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: float  # time per call of the fastest batch
+    runs: int  # calls measured
+
+
+def _inputs(model: CompiledModel, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for info in model.inputs:
+        if info.dtype.kind == "f":
+            arrays.append(rng.standard_normal(info.shape).astype(info.dtype))
+        else:  # indices and masks: zeros are always in range
+            arrays.append(np.zeros(info.shape, info.dtype))
+    return arrays
+
+
+def time_library(path: Path, model: str, min_seconds: float = 0.02) -> Timing:
+    compiled = CompiledModel(path, model)
+    try:
+        arrays = _inputs(compiled)
+        for _ in range(3):
+            compiled(*arrays)
+        start = time.perf_counter()
+        compiled(*arrays)
+        once = max(time.perf_counter() - start, 1e-7)
+        calls = max(1, int(min_seconds / once))
+        samples = []
+        for _ in range(BATCHES):
+            start = time.perf_counter()
+            for _ in range(calls):
+                compiled(*arrays)
+            samples.append((time.perf_counter() - start) / calls)
+        return Timing(min(samples), calls * BATCHES)
+    finally:
+        compiled.close()
+
+
+@cache
+def machine() -> str:
+    """What measured the records: the CPU's model name and the architecture."""
+    name = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return " ".join(filter(None, [name or platform.processor(), platform.machine()]))

@@ -1,0 +1,93 @@
+"""The onednn backend without a compiler: what it takes, which tensors keep oneDNN's
+blocked layouts, and what the generated module says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cpulib_build import imported, one_region
+from cpulib_cases import Builder, conv_block, mm_batched, mm_bias_relu, pools
+
+from buildgen.backends.onednn import OneDNNBackend
+from buildgen.backends.onednn.layout import region_layout
+
+
+@pytest.fixture()
+def backend() -> OneDNNBackend:
+    return OneDNNBackend()
+
+
+def test_declines_with_reasons(backend, tmp_path: Path) -> None:
+    b = Builder("declines")
+    x = b.input("x", [1, 4, 8, 8])
+    w = b.input("w", [4, 4, 3, 3])
+    y = b.node("Conv", [x, w], "conv")  # run-time weights
+    y = b.node("MaxPool", [y], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.node("Relu", [y], "relu")  # after a pooling, which takes no post-ops
+    y = b.node("Reshape", [y, b.weights_int("shape", [4, 9])], "flat")
+    b.outputs.append(b.node("MatMul", [y, b.weight("v", [9])], "y"))
+    graph, _ = imported(b.model(), {"x": (1, 4, 8, 8), "w": (4, 4, 3, 3)}, tmp_path)
+    conv, pool, relu, reshape, matmul = graph.nodes
+    assert "run-time weights" in backend.decline_reason(conv, graph)
+    assert backend.decline_reason(pool, graph) is None
+    assert "only fused after Conv/Gemm/MatMul" in backend.decline_reason(relu, graph)
+    assert backend.decline_reason(reshape, graph) == "no onednn pattern covers Reshape"
+    assert "matrix-vector" in backend.decline_reason(matmul, graph)
+
+
+def test_convs_and_pools_pass_blocked_layouts_inside_a_region(tmp_path: Path) -> None:
+    graph, _ = imported(pools(), {"x": (1, 8, 15, 15)}, tmp_path)
+    layout = region_layout(graph, one_region(graph, "onednn").regions[0])
+    flexible = {e.name: e.flexible for e in layout.tensors}
+    # x comes in plain; mp/ap/c/ap2 go from one pooling or Conv to the next; y leaves plain.
+    assert flexible == {"x": False, "mp": True, "ap": True, "c": True, "ap2": True, "y": False}
+    assert layout.entry("ap").bytes == 8 * 8 * 8 * 4  # channels-last: its own size
+    blocked = region_layout(graph, one_region(graph, "onednn").regions[0], blocked=True)
+    assert blocked.entry("ap").bytes == 16 * 8 * 8 * 4  # 8 channels planned as 16 (a block)
+
+
+def test_residual_of_a_sum_post_op_may_stay_blocked(tmp_path: Path) -> None:
+    b = Builder("resnet_like")
+    x = b.input("x", [1, 8, 6, 6])
+    y = b.node("Conv", [x, b.weight("w1", [8, 8, 3, 3])], "c1", pads=[1, 1, 1, 1])
+    z = b.node("Conv", [y, b.weight("w2", [8, 8, 3, 3])], "c2", pads=[1, 1, 1, 1])
+    z = b.node("Add", [z, y], "sum")
+    b.outputs.append(b.node("Relu", [z], "y"))
+    graph, weights = imported(b.model(), {"x": (1, 8, 6, 6)}, tmp_path)
+    partition = one_region(graph, "onednn")
+    layout = region_layout(graph, partition.regions[0])
+    assert layout.entry("c1").flexible  # read by a Conv and as the sum's residual
+    text = OneDNNBackend().generate("m", graph, partition, {}, weights).text
+    assert "{.kind = BG_DNNL_SUM" in text and "dnnl_eltwise_relu" in text
+
+
+def test_constant_matrix_products_run_as_inner_products(backend, tmp_path: Path) -> None:
+    graph, weights = imported(mm_bias_relu(), {"x": (2, 3, 16, 32)}, tmp_path)
+    text = backend.generate("m", graph, one_region(graph, "onednn"), {}, weights).text
+    assert ".inner_product = 1" in text and ".src_dims = {96, 32}" in text
+    assert f".bias_offset = {graph.weight('bias').offset}" in text  # the Add is the bias
+    inputs = {"a": (2, 4, 8, 16), "b": (1, 4, 16, 8), "r": (2, 4, 8, 8)}
+    graph, weights = imported(mm_batched(), inputs, tmp_path)
+    text = backend.generate("m", graph, one_region(graph, "onednn"), {}, weights).text
+    assert ".inner_product = 0" in text and ".weights_tensor = r0_b" in text
+    assert "dnnl_eltwise_linear, .alpha = 0.125f" in text  # the scalar Mul
+
+
+def test_module_names_threads_fpmath_and_origin(backend, tmp_path: Path) -> None:
+    graph, weights = imported(conv_block(), {"x": (1, 8, 12, 12)}, tmp_path)
+    partition = one_region(graph, "onednn")
+    text = backend.generate("m", graph, partition, {"threads": 2, "fpmath_mode": "bf16"},
+                            weights).text
+    assert "bg_dnnl_module_init(m, env, 2, dnnl_fpmath_mode_bf16, BG_DNNL_CHANNELS_LAST, 1)" in text
+    assert "/* k0: Conv '/c1'" in text and "then Relu '/r1'" in text
+    assert "static const float k0_scale[8]" in text  # the folded BatchNormalization
+    assert text == backend.generate("m", graph, partition, {"threads": 2, "fpmath_mode": "bf16"},
+                                    weights).text
+
+
+def test_a_module_without_regions_creates_nothing(backend, tmp_path: Path) -> None:
+    graph, weights = imported(conv_block(), {"x": (1, 8, 12, 12)}, tmp_path)
+    text = backend.generate("m", graph, one_region(graph, "c"), {}, weights).text
+    assert "int m__onednn_create(bg_env *env)\n{\n    (void)env;\n    return 0;\n}" in text
+    assert "const size_t m__onednn_scratch_bytes = 0;" in text
