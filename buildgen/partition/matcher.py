@@ -16,7 +16,7 @@ from functools import cache
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
 from buildgen.partition.where import where_problem
-from buildgen.targets.patterns import PatternSpec
+from buildgen.targets.patterns import PatternSpec, Step
 
 Predicate = Callable[[Graph, tuple[Node, ...]], "str | None"]
 
@@ -124,17 +124,31 @@ def find_matches(graph: Graph, patterns: Sequence[PatternSpec]) -> list[Match]:
 
 def why_unmatched(graph: Graph, patterns: Sequence[PatternSpec], node: Node) -> str:
     """Why no pattern of a table took `node` on its own account: for explanations."""
-    reasons = []
+    reasons: list[str] = []
+    later: list[PatternSpec] = []  # patterns that have the op, but not where they start
     for spec in patterns:
-        ops = [op for step in spec.steps for op in step.ops]
-        if node.op not in ops:
+        if node.op not in {op for step in spec.steps for op in step.ops}:
             continue
         result = match_at(graph, spec, node)
-        if isinstance(result, str):
+        if isinstance(result, Match):
+            reasons.append(f"{spec.qualified_name} matches here, but another region or the "
+                           "cost took the node")
+        elif isinstance(result, str):
             reasons.append(f"{spec.qualified_name}: {result}")
-        elif result is None:
-            reasons.append(f"{spec.qualified_name}: {node.op} is not where the chain "
-                           f"({spec.chain}) starts")
-    if not reasons:
-        return f"no pattern has {node.op}"
-    return "; ".join(reasons)
+        else:
+            later.append(spec)
+    if later:
+        names = ", ".join(s.qualified_name for s in later)
+        starts = dict.fromkeys(op for s in later for step in _start_steps(s) for op in step.ops)
+        reasons.append(f"{names} take {node.op} only in a chain after {'/'.join(starts)}")
+    return "; ".join(reasons) if reasons else f"no pattern has {node.op}"
+
+
+def _start_steps(spec: PatternSpec) -> list[Step]:
+    """The steps a chain of `spec` can start with: up to the first required one."""
+    steps = []
+    for step in spec.steps:
+        steps.append(step)
+        if not step.optional:
+            break
+    return steps

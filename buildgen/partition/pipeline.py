@@ -59,7 +59,8 @@ def _check_acyclic(graph: Graph, units: Sequence[Unit], origin: str) -> None:
         held = ["[" + ", ".join(repr(graph.nodes[i].name) for i in units[u].nodes[:4]) + "]"
                 for u in cycle]
         raise error(
-            f"the regions set by {origin} and the nodes around them depend on each other in "
+            f"the regions set by {origin or 'the policy'} and the nodes around them depend on "
+            "each other in "
             f"a cycle ({' -> '.join(held)}), so no order could run them",
             hint="put the nodes between them into one of the regions, or split the regions",
         )

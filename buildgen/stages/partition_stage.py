@@ -9,6 +9,7 @@ part of a tuning record's key. Files it reads besides those named on the command
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def parse_pin(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
-    import sys
-
     from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.partition.cost.records import load_records
     from buildgen.partition.custom import load_step, load_user_partition

@@ -154,7 +154,7 @@ def _gemm(code: Code, node: Node, graph: Graph, p: _Params, blas: str,
     return [Term(f"v + {factor}{{0}}", (operand,), what)]
 
 
-def _conv(code: Code, node: Node, graph: Graph, p: _Params, blas: str, name: str
+def _conv(code: Code, node: Node, graph: Graph, p: _Params, blas: str, prefix: str
           ) -> tuple[list[Term], list[str], int]:
     """The conv's sgemm loop; returns (bias terms, file-scope lines, workspace bytes)."""
     x_shape = graph.type_of(node.inputs[0]).shape
@@ -182,20 +182,23 @@ def _conv(code: Code, node: Node, graph: Graph, p: _Params, blas: str, name: str
             ("pw", geo.pads_begin[1]), ("oh", geo.out[0]), ("ow", geo.out[1]),
         ]
         body = ", ".join(f".{k} = {v}" for k, v in fields)
-        statics.append(f"static const bg_im2col_geometry {name}_geometry = {{{body}}};")
-    loops = [("n", batch)] + ([("g", groups)] if groups > 1 else [])
+        statics.append(f"static const bg_im2col_geometry {prefix}_geometry = {{{body}}};")
+    # (counter, extent, x stride, y stride, w stride): images, then groups; none of extent 1
+    loops = [("n", batch, channels * plane, w_shape[0] * out_plane, 0),
+             ("g", groups, cg * plane, mg * out_plane, mg * kg)]
+    loops = [loop for loop in loops if loop[1] > 1]
     with ExitStack() as stack:
-        for counter, extent in loops:
+        for counter, extent, *_ in loops:
             stack.enter_context(
                 code.block(f"for (int64_t {counter} = 0; {counter} < {extent}; ++{counter})")
             )
-        counters = [c for c, _ in loops]
-        x_at = _offset(x, linear(counters, [channels * plane, cg * plane][: len(loops)]))
-        y_at = _offset(y, linear(counters, [w_shape[0] * out_plane, mg * out_plane][: len(loops)]))
-        w_at = _offset(w, linear(counters[1:], [mg * kg][: len(loops) - 1]))
+        counters = [loop[0] for loop in loops]
+        x_at = _offset(x, linear(counters, [loop[2] for loop in loops]))
+        y_at = _offset(y, linear(counters, [loop[3] for loop in loops]))
+        w_at = _offset(w, linear(counters, [loop[4] for loop in loops]))
         column = x_at
         if not geo.is_pointwise:
-            code.line(f"bg_im2col({x_at}, &{name}_geometry, col);")
+            code.line(f"bg_im2col({x_at}, &{prefix}_geometry, col);")
             column = "col"
         code.line(_sgemm(blas, False, False, (mg, out_plane, kg), 1.0, w_at, kg, column,
                          out_plane, y_at))
@@ -241,11 +244,11 @@ def lower_group(
     elif anchor.op == "Gemm":
         terms += _gemm(code, anchor, graph, p, blas, weights)
     else:
-        bias, statics, workspace = _conv(code, anchor, graph, p, blas, name)
+        bias, statics, workspace = _conv(code, anchor, graph, p, blas, f"k{index}")
         terms += bias
     names = {s.other: p.bind(s.other, "r") for s in group.steps
              if isinstance(s, Binary) and scalar_operand(s, graph, weights) is None}
-    more, arrays = step_terms(group.steps, shape, graph, weights, names, name)
+    more, arrays = step_terms(group.steps, shape, graph, weights, names, f"k{index}")
     terms += more
     epilogue_loop(code, shape, source, "y", terms)
     params = [q for q in p.params if not q.is_output] + [q for q in p.params if q.is_output]
