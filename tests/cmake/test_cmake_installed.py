@@ -26,8 +26,10 @@ def site_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(REPO / folder, source / folder, ignore=skip)
     wheels = tmp_path_factory.mktemp("wheels")
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(source)], check=True, capture_output=True)
+    # With build isolation, pip fetches the setuptools pyproject.toml asks for; the
+    # interpreter's own may be older (a fresh venv ships setuptools 65).
+    subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
+                   check=True, capture_output=True)
     target = tmp_path_factory.mktemp("site-packages")
     (wheel,) = wheels.glob("buildgen-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
