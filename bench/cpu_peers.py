@@ -23,6 +23,43 @@ RTOL, ATOL = 1e-3, 1e-4  # atol is relative to the largest reference value when 
 TVM_BUDGET_MS = 3000.0  # per round: untuned TVM can take seconds per call on the big models
 
 
+def busy_fraction(seconds: float = 0.3) -> float:
+    """How busy the CPUs were over `seconds` (0..1), from /proc/stat; 0 where unreadable."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    spent = total1 - total0
+    return 1.0 - (idle1 - idle0) / spent if spent > 0 else 0.0
+
+
+@dataclass
+class IdleGate:
+    """Waits, before each timing, until other work leaves the CPUs (up to a total budget):
+    multi-thread runtimes that wait at barriers cannot be timed fairly on shared cores."""
+
+    budget_s: float
+    threshold: float = 0.15  # busy fraction that counts as idle (the bench itself is asleep)
+    waited_s: float = 0.0
+    busy_timings: int = 0
+
+    def wait(self) -> None:
+        while busy_fraction() > self.threshold:
+            if self.waited_s >= self.budget_s:
+                self.busy_timings += 1
+                return
+            time.sleep(1.0)
+            self.waited_s += 1.3
+
+
 class Timed(Protocol):
     def median_ms(self, warmup: int, runs: int) -> float: ...
 

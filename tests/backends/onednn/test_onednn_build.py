@@ -57,3 +57,26 @@ def test_generated_source_is_readable(quick: Path) -> None:
     assert "int conv_block__onednn_r0(bg_env *env" in text  # one function per region
     assert "static const bg_dnnl_conv_spec spec" in text
     assert "conv_block.onnx (graph 'conv_block'" in text and str(quick) not in text
+
+
+def test_gelu_and_in_place_sum_in_the_source(slow: Path) -> None:
+    text = source(slow / "build", "gelu_mlp", "onednn")
+    # The first GELU is a post-op of its Gemm; the second reads an output: its own eltwise.
+    assert ".alg = dnnl_eltwise_gelu_erf" in text and "bg_make_eltwise" not in text
+    assert "bg_dnnl_make_eltwise, &eltwise" in text and "dnnl_eltwise_gelu_erf, .alpha" in text
+    text = source(slow / "build", "resblock", "onednn")
+    assert ".kind = BG_DNNL_SUM" in text and ".in_place = 1" in text
+
+
+LAYOUT_CASES = [c for c in CASES if c.name in ("conv_block", "pools", "resblock",
+                                                "depthwise_3d")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["any", "plain"])
+def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
+    _need_onednn()
+    target = composite("onednn", threads=1, activation_layout=layout)
+    folder = build_cases(tmp_path, LAYOUT_CASES, target)
+    for case in LAYOUT_CASES:
+        check_case(folder, case, "onednn")

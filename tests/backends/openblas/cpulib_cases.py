@@ -182,6 +182,42 @@ def depthwise_3d() -> onnx.ModelProto:
     return b.model()
 
 
+def _gelu(b: Builder, x: str, name: str) -> str:
+    """GELU the way torch exports it: x * (1 + erf(x / sqrt(2))) * 0.5."""
+    d = b.node("Div", [x, b.scalar(f"{name}_sqrt2", 2.0**0.5)], f"{name}_div")
+    e = b.node("Erf", [d], f"{name}_erf")
+    a = b.node("Add", [e, b.scalar(f"{name}_one", 1.0)], f"{name}_add")
+    m = b.node("Mul", [x, a], f"{name}_mul")
+    return b.node("Mul", [m, b.scalar(f"{name}_half", 0.5)], name)
+
+
+def gelu_mlp() -> onnx.ModelProto:
+    """A GELU after a Gemm (fused by oneDNN), and one whose input is also an output."""
+    b = Builder("gelu_mlp")
+    x = b.input("x", [4, 32])
+    h = b.node("Gemm", [x, b.weight("w1", [64, 32]), b.weight("b1", [64])], "h", transB=1)
+    g = _gelu(b, h, "g1")
+    y = b.node("MatMul", [g, b.weight("w2", [64, 16])], "mm")
+    b.outputs.append(y)
+    b.outputs.append(_gelu(b, y, "z"))  # y is read by the GELU and is a graph output
+    return b.model()
+
+
+def resblock() -> onnx.ModelProto:
+    """Conv -> (Conv -> Relu -> Conv) + the first Conv's output -> Relu -> 1x1 Conv: the
+    residual dies at the third Conv, which may accumulate into its bytes."""
+    b = Builder("resblock")
+    x = b.input("x", [1, 8, 10, 10])
+    t = b.node("Conv", [x, b.weight("w0", [8, 8, 3, 3])], "c0", pads=[1, 1, 1, 1])
+    y = b.node("Conv", [t, b.weight("w1", [8, 8, 3, 3])], "c1", pads=[1, 1, 1, 1])
+    y = b.node("Relu", [y], "r1")
+    y = b.node("Conv", [y, b.weight("w2", [8, 8, 3, 3])], "c2", pads=[1, 1, 1, 1])
+    y = b.node("Add", [y, t], "sum")
+    y = b.node("Relu", [y], "r2")
+    b.outputs.append(b.node("Conv", [y, b.weight("w3", [4, 8, 1, 1])], "y"))
+    return b.model()
+
+
 COMMON = (
     Case("mm_bias_relu", mm_bias_relu, {"x": (2, 3, 16, 32)}, ("MatMul", "Add", "Relu")),
     Case("mm_batched", mm_batched, {"a": (2, 4, 8, 16), "b": (1, 4, 16, 8), "r": (2, 4, 8, 8)},
@@ -191,8 +227,10 @@ COMMON = (
          ("Conv", "BatchNormalization", "Relu", "Add", "Clip")),
     Case("conv_geometry", conv_geometry, {"x": (2, 6, 11, 13), "s": (1, 4, 20)},
          ("Conv", "LeakyRelu", "HardSigmoid")),
+    Case("resblock", resblock, {"x": (1, 8, 10, 10)}, ("Conv", "Relu", "Add")),
 )
 ONEDNN_ONLY = (
+    Case("gelu_mlp", gelu_mlp, {"x": (4, 32)}, ("Gemm", "Erf", "MatMul")),
     Case("pools", pools, {"x": (1, 8, 15, 15)},
          ("MaxPool", "AveragePool", "Conv", "GlobalAveragePool")),
     Case("norms", norms, {"x": (2, 6, 10)},
