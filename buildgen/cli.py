@@ -43,8 +43,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "tune": Subcommand(
         "buildgen.partition.cli_tune", "measure candidate kernels into a tuning-records file"
     ),
+    "cache": Subcommand("buildgen.cache.cli", "action cache: `stats` or `clean`"),
     "cmake": Subcommand(
         "buildgen.cmake.cli", "write the CMake fragment (buildgen_add_models runs it)"
+    ),
+    "trace": Subcommand(
+        "buildgen.ninja.cli_trace", "the last build's .ninja_log as a Chrome/Perfetto trace"
     ),
 }
 

@@ -1,17 +1,24 @@
 """Format a Fragment as the CMakeLists.txt that buildgen_add_models() adds as a subdirectory.
 
-The text only calls helpers defined by buildgenModels.cmake (`_buildgen_*`); what each
+The text only calls helpers defined by buildgenFragment.cmake (`_buildgen_*`); what each
 CMake call does, and what differs between generators, lives there. Sorted where order has
 no meaning, so the same plan gives the same bytes.
 """
 
 from __future__ import annotations
 
-from buildgen.cmake.fragment import Command, Fragment, Library, ModelGroup
+from buildgen.cmake.fragment import (
+    Command,
+    Fragment,
+    Library,
+    ModelGroup,
+    ObjectGroup,
+    SharedKernels,
+)
 from buildgen.cmake.writer import CMakeWriter
 
-# Bumped when the helpers' arguments change; buildgenModels.cmake checks it.
-FRAGMENT_FORMAT = 1
+# Bumped when the helpers' arguments change; buildgenFragment.cmake checks it.
+FRAGMENT_FORMAT = 2  # 2: shared kernels (_buildgen_shared_kernels, KERNELS)
 # Policies as of these versions: CMP0116 (3.20) makes CMake read a depfile's paths relative
 # to CMAKE_CURRENT_BINARY_DIR, which is what lets the stages' depfiles be used unchanged.
 POLICY_RANGE = "3.20...3.31"
@@ -34,6 +41,11 @@ def emit_fragment(fragment: Fragment) -> str:
     for model in fragment.models:
         w.newline()
         _model(w, model)
+    # Before the libraries: they add the shared kernels' objects, which are known once the
+    # shared kernels' compiles are declared.
+    for kernels in fragment.kernels:
+        w.newline()
+        _shared_kernels(w, kernels)
     for library in fragment.libraries:
         w.newline()
         _library(w, library)
@@ -49,26 +61,23 @@ def _model(w: CMakeWriter, model: ModelGroup) -> None:
     w.call("_buildgen_group", [model.name], [("OUTPUTS", outputs)])
 
 
+def _shared_kernels(w: CMakeWriter, kernels: SharedKernels) -> None:
+    w.comment(f"{kernels.directory}: compiled once, linked by every library using it")
+    _objects(w, kernels.static, kernels.groups)
+    w.call("_buildgen_shared_kernels", [kernels.static], [
+        ("GENERATE", [kernels.generate]),
+        ("AFTER", sorted(kernels.after)),
+        ("OUTPUT_NAME", [kernels.output_name]),
+        ("DIRECTORY", [kernels.directory]),
+        ("GENERATED", _commands(w, kernels.commands)),
+    ])
+
+
 def _library(w: CMakeWriter, lib: Library) -> None:
     name = f"buildgen::{lib.export_name}"
     w.comment(f"{lib.directory}: {name} and {name}_shared")
-    for group in lib.groups:
-        # Flags matter only where CMake may compile; the others always run their command.
-        compiled = group.language is not None
-        w.call("_buildgen_objects", [group.name], [
-            ("LIBRARY", [lib.static]),
-            ("LANGUAGE", [group.language] if group.language else []),
-            ("POOL", [group.pool] if group.pool and compiled else []),
-            ("INCLUDES", group.includes if compiled else ()),
-            ("FLAGS", group.flags if compiled else ()),
-        ])
-        for compile_ in group.compiles:
-            _action(w, compile_.command, "_buildgen_compile", [group.name],
-                    [("SOURCE", [compile_.source])])
-    outputs: list[str] = []
-    for command in sorted(lib.commands, key=lambda c: c.outputs):
-        _action(w, command)
-        outputs += command.outputs
+    _objects(w, lib.static, lib.groups)
+    outputs = _commands(w, lib.commands)
     w.call("_buildgen_library", [lib.static], [
         ("SHARED", [lib.shared]),
         ("GENERATE", [lib.generate]),
@@ -79,8 +88,34 @@ def _library(w: CMakeWriter, lib: Library) -> None:
         ("HEADER", [lib.header]),
         ("INCLUDE_DIR", [lib.include_dir]),
         ("GENERATED", outputs),
+        ("KERNELS", lib.kernels),
         ("LINK", lib.link_items),
     ])
+
+
+def _objects(w: CMakeWriter, library: str, groups: tuple[ObjectGroup, ...]) -> None:
+    for group in groups:
+        # Flags matter only where CMake may compile; the others always run their command.
+        compiled = group.language is not None
+        w.call("_buildgen_objects", [group.name], [
+            ("LIBRARY", [library]),
+            ("LANGUAGE", [group.language] if group.language else []),
+            ("POOL", [group.pool] if group.pool and compiled else []),
+            ("INCLUDES", group.includes if compiled else ()),
+            ("FLAGS", group.flags if compiled else ()),
+        ])
+        for compile_ in group.compiles:
+            _action(w, compile_.command, "_buildgen_compile", [group.name],
+                    [("SOURCE", [compile_.source])])
+
+
+def _commands(w: CMakeWriter, commands: tuple[Command, ...]) -> list[str]:
+    """Declare `commands` (sorted); their outputs."""
+    outputs: list[str] = []
+    for command in sorted(commands, key=lambda c: c.outputs):
+        _action(w, command)
+        outputs += command.outputs
+    return outputs
 
 
 def _action(

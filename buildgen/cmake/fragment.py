@@ -12,11 +12,15 @@ The fragment is made from the very plan build.ninja is written from, action by a
                      compiles once ASM is enabled) runs the plan's own compile command
     ar, link_shared  the STATIC and SHARED libraries CMake links; the link flags come from
                      the plan's link action
+    shared kernels   an archive no model/target pair owns (shared_modules.py: a kind's kernels
+                     compiled once for the whole manifest) is one STATIC library of its own,
+                     with the commands writing its sources; each model's shared library links
+                     it and each model's static library takes its objects, as in build.ninja
     anything else    one add_custom_command running the plan's command in the build dir
 
-Each command goes to the CMake target of the model (import) or of the model/target pair
-that owns its outputs; make needs that: a custom command listed by two targets that build in
-parallel would run twice at once.
+Each command goes to the CMake target of the model (import), of the model/target pair or of
+the shared kernels that own its outputs; make needs that: a custom command listed by two
+targets that build in parallel would run twice at once.
 """
 
 from __future__ import annotations
@@ -101,6 +105,22 @@ class Library:
     link_items: tuple[str, ...]
     commands: tuple[Command, ...]
     groups: tuple[ObjectGroup, ...]
+    kernels: tuple[str, ...]  # the SharedKernels (their `static`) this library links
+
+
+@dataclass(frozen=True)
+class SharedKernels:
+    """Objects the plan compiles once for every library that uses them: one STATIC library."""
+
+    static: str  # CMake target names
+    generate: str  # custom target driving the commands below
+    # The generate targets of the libraries using it: their codegen writes the lists that
+    # its commands read (make only builds another target's outputs through a dependency).
+    after: tuple[str, ...]
+    output_name: str  # lib<output_name>.a
+    directory: str
+    commands: tuple[Command, ...]
+    groups: tuple[ObjectGroup, ...]
 
 
 @dataclass(frozen=True)
@@ -110,17 +130,21 @@ class Fragment:
     pools: tuple[Pool, ...]
     models: tuple[ModelGroup, ...]
     libraries: tuple[Library, ...]
+    kernels: tuple[SharedKernels, ...] = ()
 
     def command_files(self) -> dict[str, str]:
         """Path (relative to the build dir) -> text of every command file."""
         commands = [c for m in self.models for c in m.commands]
-        for lib in self.libraries:
+        owners: list[SharedKernels | Library] = [*self.kernels, *self.libraries]
+        for lib in owners:
             commands += lib.commands
             commands += [c.command for g in lib.groups for c in g.compiles]
         return {c.command_file: _command_file_text(c) for c in commands}
 
     def target_names(self) -> tuple[str, ...]:
         names = [m.name for m in self.models]
+        for kernels in self.kernels:
+            names += [kernels.static, kernels.generate, *(g.name for g in kernels.groups)]
         for lib in self.libraries:
             names += [lib.static, lib.shared, lib.generate, *(g.name for g in lib.groups)]
         return tuple(names)
@@ -130,6 +154,12 @@ def fragment_from_plan(
     plan: BuildPlan, models: Sequence[ModelSpec], ctx: GenContext
 ) -> Fragment:
     owners = _Owners(models)
+    # Archives that no model/target pair owns are manifest-wide: their folders own the
+    # commands writing their sources.
+    shared = {a.outputs[0]: a for a in plan.actions
+              if a.rule == rules.ARCHIVE.name and owners.owner(a.outputs[0]) is None}
+    for archive in sorted(shared):
+        owners.add(archive.rsplit("/", 1)[0] + "/", archive)
     by_owner: dict[str, list[Command]] = {}
     for action in plan.actions:
         if action.rule in (rules.GEN.name, rules.COMPILE.name, rules.ARCHIVE.name,
@@ -140,10 +170,17 @@ def fragment_from_plan(
         ModelGroup(f"buildgen_{m.name}_import", tuple(by_owner.get(m.name, ())))
         for m in models
     ]
+    kernel_names = {archive: _kernels_name(archive) for archive in shared}
     libraries = [
-        _library(plan, TargetFiles(m.name, t), by_owner.get(TargetFiles(m.name, t).label, []))
+        _library(plan, TargetFiles(m.name, t), by_owner.get(TargetFiles(m.name, t).label, []),
+                 kernel_names)
         for m in models
         for t in m.targets
+    ]
+    kernels = [
+        _shared_kernels(plan, shared[archive], tuple(by_owner.get(archive, ())), tuple(
+            lib.generate for lib in libraries if kernel_names[archive] in lib.kernels))
+        for archive in sorted(shared)
     ]
     fragment = Fragment(
         version=ctx.version,
@@ -151,33 +188,41 @@ def fragment_from_plan(
         pools=plan.pools,
         models=tuple(groups),
         libraries=tuple(libraries),
+        kernels=tuple(kernels),
     )
     _check_unique(fragment.target_names())
     return fragment
 
 
 class _Owners:
-    """Which model or model/target pair owns a planned action, from where it writes."""
+    """Which model, model/target pair or shared archive owns a planned action, from where
+    it writes."""
 
     def __init__(self, models: Sequence[ModelSpec]):
-        self.prefixes: list[tuple[str, str]] = []
+        self.pairs: list[tuple[str, str]] = []
         for model in models:
             for target in model.targets:
                 files = TargetFiles(model.name, target)
-                self.prefixes.append((files.label + "/", files.label))
+                self.pairs.append((files.label + "/", files.label))
+        self.others: list[tuple[str, str]] = []
         for model in models:
             graph = ModelFiles(model.name).graph
-            self.prefixes.append((graph.rsplit("/", 1)[0] + "/", model.name))
+            self.others.append((graph.rsplit("/", 1)[0] + "/", model.name))
+
+    def add(self, prefix: str, owner: str) -> None:
+        """Outputs under `prefix` belong to `owner` (before any model's folder)."""
+        self.others.insert(0, (prefix, owner))
 
     def of(self, action: Action) -> str:
-        owners = {self._owner(path) for path in (*action.outputs, *action.implicit_outputs)}
+        owners = {self.owner(path) for path in (*action.outputs, *action.implicit_outputs)}
         owner = owners.pop() if len(owners) == 1 else None
         if owner is None:
             raise RuntimeError(f"cannot place action {action.description!r} in one CMake target")
         return owner
 
-    def _owner(self, path: str) -> str | None:
-        for prefix, owner in self.prefixes:  # model/target pairs first: they are longer
+    def owner(self, path: str) -> str | None:
+        # Model/target pairs first: their folders are inside their model's.
+        for prefix, owner in (*self.pairs, *self.others):
             if path.startswith(prefix):
                 return owner
         return None
@@ -201,9 +246,35 @@ def _command(plan: BuildPlan, action: Action) -> Command:
     )
 
 
-def _library(plan: BuildPlan, files: TargetFiles, commands: list[Command]) -> Library:
+def _kernels_name(archive: str) -> str:
+    """_shared/cutlass-1a2b3c4d/libcutlass_kernels.a -> buildgen_shared_cutlass_1a2b3c4d."""
+    folder = archive.rsplit("/", 2)[-2]
+    return "buildgen_shared_" + "".join(c if c.isalnum() else "_" for c in folder)
+
+
+def _shared_kernels(plan: BuildPlan, archive: Action, commands: tuple[Command, ...],
+                    after: tuple[str, ...]) -> SharedKernels:
+    path = archive.outputs[0]
+    directory, file = path.rsplit("/", 1)
+    base = _kernels_name(path)
+    return SharedKernels(
+        static=base,
+        generate=f"{base}_generate",
+        after=after,
+        output_name=file.removeprefix("lib").removesuffix(".a"),
+        directory=directory,
+        commands=commands,
+        groups=_object_groups(plan, archive.inputs, base),
+    )
+
+
+def _library(plan: BuildPlan, files: TargetFiles, commands: list[Command],
+             kernel_names: dict[str, str]) -> Library:
     link = plan.action_for(files.shared_lib)
     base = f"buildgen_{files.model}_{files.target}"
+    # The model's static library also takes the shared objects (its archive action lists
+    # them), so it is complete on its own; CMake adds them from the shared library's target.
+    objects = [path for path in link.inputs if path not in kernel_names]
     return Library(
         static=base,
         shared=f"{base}_shared",
@@ -216,7 +287,8 @@ def _library(plan: BuildPlan, files: TargetFiles, commands: list[Command]) -> Li
         include_dir=files.include_dir,
         link_items=link_items(_tuple(link.variables, "ldflags")),
         commands=tuple(commands),
-        groups=_object_groups(plan, link.inputs, base),
+        groups=_object_groups(plan, objects, base),
+        kernels=tuple(kernel_names[path] for path in link.inputs if path in kernel_names),
     )
 
 

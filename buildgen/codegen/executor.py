@@ -1,5 +1,10 @@
-"""model.c: the host executor. It owns the arena, creates every backend module, and runs the
+"""model.c: the host executor. It owns the arenas, creates every backend module, and runs the
 regions in order, handing each the tensors that cross its edge.
+
+With device (cuda) regions it also owns the device side (buildgen.codegen.executor_cuda):
+one stream per instance, a device arena planned like the host one, the weights uploaded once
+at create, and the host <-> device copies the partition records, made where they cross.
+model.c stays plain C: the CUDA runtime's C API is all it calls.
 """
 
 from __future__ import annotations
@@ -7,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from buildgen import __version__
-from buildgen.codegen import cnames
+from buildgen.codegen import cnames, executor_cuda
 from buildgen.codegen.header import generate_header
-from buildgen.codegen.memplan import Buffer, plan_memory
+from buildgen.codegen.placement import CUDA, Placement, plan_placement
 from buildgen.codegen.weights_asm import generate_weights_asm, weights_symbol
 from buildgen.ir import Graph, Value
-from buildgen.partition.boundaries import RegionIO, region_io
 from buildgen.partition.model import Partition
+from buildgen.targets import get_kind
+from buildgen.targets.kinds import HOST_DEVICE
 
 ERROR_BYTES = 512
 
@@ -23,48 +29,39 @@ class ExecutorSources:
     source_c: str
     header: str
     weights_asm: str
-    boundary_bytes: int  # arena bytes for tensors passed between regions
-
-
-@dataclass(frozen=True)
-class _Plan:
-    ios: tuple[RegionIO, ...]
-    offsets: dict[str, int]  # boundary tensor -> arena offset
-    total: int
-
-
-def _plan(graph: Graph, partition: Partition) -> _Plan:
-    ios = tuple(region_io(graph, r) for r in partition.regions)
-    graph_io = set(graph.input_names) | set(graph.output_names)
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for step, io in enumerate(ios):
-        for name in io.outputs:
-            first.setdefault(name, step)
-        for name in io.inputs:
-            last[name] = step
-    buffers = [
-        Buffer(name, graph.type_of(name).nbytes, first[name], last.get(name, first[name]))
-        for name in first
-        if name not in graph_io
-    ]
-    plan = plan_memory(buffers)
-    return _Plan(ios, dict(plan.offsets), plan.total_bytes)
+    boundary_bytes: int  # host arena bytes for tensors passed between regions
+    device_boundary_bytes: int = 0  # device arena bytes for them
 
 
 def boundary_bytes(graph: Graph, partition: Partition) -> int:
-    """Arena bytes the executor plans for tensors passed between regions."""
-    return _plan(graph, partition).total
+    """Host arena bytes the executor plans for tensors passed between regions."""
+    return plan_placement(graph, partition).host_total
 
 
-def _pointer(graph: Graph, plan: _Plan, name: str) -> str:
+def device_boundary_bytes(graph: Graph, partition: Partition) -> int:
+    """Device arena bytes the executor plans for them (0 without device regions)."""
+    return plan_placement(graph, partition).device_total
+
+
+def _device_backends(partition: Partition) -> tuple[str, ...]:
+    return tuple(b for b in partition.backends if get_kind(b).device != HOST_DEVICE)
+
+
+def _host_backends(partition: Partition) -> tuple[str, ...]:
+    return tuple(b for b in partition.backends if get_kind(b).device == HOST_DEVICE)
+
+
+def pointer(graph: Graph, plan: Placement, name: str, device: str) -> str:
+    """A C expression for tensor `name`'s buffer on `device` during run()."""
+    if device == CUDA:
+        return f"(void *)(m->device_arena + {plan.device_offsets[name]})"
     # An input that is also an output is read from the input: the output gets its copy
     # only after the regions ran (_passthrough_outputs).
     if name in graph.input_names:
         return f"(void *)inputs[{graph.input_names.index(name)}]"
     if name in graph.output_names:
         return f"outputs[{graph.output_names.index(name)}]"
-    return f"(void *)(m->arena + {plan.offsets[name]})"
+    return f"(void *)(m->arena + {plan.host_offsets[name]})"
 
 
 def _table(model: str, kind: str, values: tuple[Value, ...]) -> list[str]:
@@ -103,36 +100,58 @@ def _declarations(model: str, partition: Partition) -> list[str]:
     return lines
 
 
-def _struct(model: str, partition: Partition) -> list[str]:
+def _struct(model: str, partition: Partition, plan: Placement) -> list[str]:
     envs = [f"    bg_env env_{b};" for b in partition.backends]
     return [
         f"struct {model}_model {{",
         "    unsigned char *arena; /* boundary tensors, then the scratch the backends share */",
+        *(executor_cuda.STRUCT_FIELDS if plan.uses_device else []),
         *envs,
         f"    char error[{ERROR_BYTES}];",
         "};",
     ]
 
 
-def _scratch(model: str, partition: Partition) -> list[str]:
-    """The backends run one region at a time, so they share one scratch area: the largest."""
+def _max_scratch(model: str, name: str, backends: tuple[str, ...]) -> list[str]:
     return [
-        "static size_t scratch_bytes(void) {",
+        f"static size_t {name}(void) {{",
         "    size_t scratch = 0;",
         *(
             f"    if ({model}__{b}_scratch_bytes > scratch) scratch = {model}__{b}_scratch_bytes;"
-            for b in partition.backends
+            for b in backends
         ),
         "    return scratch;",
-        "}",
-        "",
-        f"size_t {model}_arena_bytes(void) {{",
-        "    return BOUNDARY_BYTES + scratch_bytes();",
         "}",
     ]
 
 
-def _create(model: str, partition: Partition) -> list[str]:
+def _scratch(model: str, partition: Partition, plan: Placement) -> list[str]:
+    """The backends run one region at a time, so they share one scratch area: the largest.
+    Device backends share theirs in the device arena."""
+    if not plan.uses_device:
+        return [
+            *_max_scratch(model, "scratch_bytes", partition.backends),
+            "",
+            f"size_t {model}_arena_bytes(void) {{",
+            "    return BOUNDARY_BYTES + scratch_bytes();",
+            "}",
+        ]
+    return [
+        *_max_scratch(model, "scratch_bytes", _host_backends(partition)),
+        "",
+        *_max_scratch(model, "device_scratch_bytes", _device_backends(partition)),
+        "",
+        f"size_t {model}_arena_bytes(void) {{",
+        "    return BOUNDARY_BYTES + scratch_bytes();",
+        "}",
+        "",
+        f"size_t {model}_device_arena_bytes(void) {{",
+        "    return DEVICE_BOUNDARY_BYTES + device_scratch_bytes();",
+        "}",
+    ]
+
+
+def _create(model: str, partition: Partition, plan: Placement, weights_bytes: int) -> list[str]:
     lines = [
         f"int {model}_create({model}_model **out) {{",
         f"    {model}_model *m;",
@@ -146,10 +165,18 @@ def _create(model: str, partition: Partition) -> list[str]:
         "        return -1;",
         "    }",
     ]
+    if plan.uses_device:
+        lines += executor_cuda.create_device(model, weights_bytes)
+    device_backends = _device_backends(partition)
     for b in partition.backends:
+        if b in device_backends:
+            env = ("(const unsigned char *)m->device_weights, m->device_arena + "
+                   "DEVICE_BOUNDARY_BYTES, NULL, m->error, sizeof m->error, 0, (void *)m->stream")
+        else:
+            env = (f"{weights_symbol(model)}, m->arena + BOUNDARY_BYTES, NULL, m->error, "
+                   "sizeof m->error, 0, NULL")
         lines += [
-            f"    m->env_{b} = (bg_env){{{weights_symbol(model)}, m->arena + BOUNDARY_BYTES, NULL,"
-            f" m->error, sizeof m->error, 0}};",
+            f"    m->env_{b} = (bg_env){{{env}}};",
             f"    if ({model}__{b}_create(&m->env_{b}) != 0) {{",
             "        set_create_error(m->error);",
             f"        {model}_destroy(m);",
@@ -160,10 +187,11 @@ def _create(model: str, partition: Partition) -> list[str]:
     return lines
 
 
-def _run(model: str, graph: Graph, partition: Partition, plan: _Plan) -> list[str]:
+def _run(model: str, graph: Graph, partition: Partition, plan: Placement) -> list[str]:
     lines = [
         f"int {model}_run({model}_model *m, const void *const *inputs, void *const *outputs) {{",
         "    int i;",
+        *(executor_cuda.RUN_LOCALS if plan.uses_device else []),
         "    if (!m) return -1;",
         "    m->error[0] = '\\0';",
         # An empty tensor's pointer may be NULL: nothing reads or writes through it.
@@ -174,9 +202,19 @@ def _run(model: str, graph: Graph, partition: Partition, plan: _Plan) -> list[st
         f"        if (!outputs || (!outputs[i] && {model}_output_bytes[i] != 0))",
         '            return fail(m, "output", i);',
     ]
-    for region, io in zip(partition.regions, plan.ios, strict=True):
-        ins = ", ".join(_pointer(graph, plan, n) for n in io.inputs) or "NULL"
-        outs = ", ".join(_pointer(graph, plan, n) for n in io.outputs) or "NULL"
+    pending = False  # device work enqueued since the stream was last synchronized
+    for region, io, device in zip(partition.regions, plan.ios, plan.devices, strict=True):
+        copies = plan.transfers_before(region.id)
+        lines += executor_cuda.copies(graph, plan, copies, f"before region {region.id}")
+        pending = pending or bool(copies)
+        if device == HOST_DEVICE and pending:
+            # A host region reads what the device copied back, and may overwrite host
+            # buffers an enqueued copy still reads: the stream must be idle.
+            lines += executor_cuda.synchronize(f"before region {region.id}")
+            pending = False
+        pending = pending or device != HOST_DEVICE
+        ins = ", ".join(pointer(graph, plan, n, device) for n in io.inputs) or "NULL"
+        outs = ", ".join(pointer(graph, plan, n, device) for n in io.outputs) or "NULL"
         shown = ", ".join(region.nodes[:4]) + (", ..." if len(region.nodes) > 4 else "")
         call = f"{model}__{region.target}_{region.id}(&m->env_{region.target}, in, out)"
         lines += [
@@ -189,6 +227,10 @@ def _run(model: str, graph: Graph, partition: Partition, plan: _Plan) -> list[st
             "            return -1;",
             "    }",
         ]
+    last = plan.transfers_before("")
+    lines += executor_cuda.copies(graph, plan, last, "after the last region")
+    if pending or last:
+        lines += executor_cuda.synchronize("at the end of run")
     lines += _passthrough_outputs(model, graph)
     lines += ["    return 0;", "}"]
     return lines
@@ -232,10 +274,12 @@ static int fail({model}_model *m, const char *what, int index) {{
 def generate_executor(
     model: str, graph: Graph, partition: Partition, weights_path: str, weights_bytes: int
 ) -> ExecutorSources:
-    plan = _plan(graph, partition)
+    plan = plan_placement(graph, partition)
     destroy = [
         f"    if (m->env_{b}.error) {model}__{b}_destroy(&m->env_{b});" for b in partition.backends
     ]
+    if plan.uses_device:
+        destroy += executor_cuda.DESTROY
     lines = [
         f"/* Executor of model {model} (target {partition.target}),"
         f" from {graph.source or graph.name}.",
@@ -248,22 +292,26 @@ def generate_executor(
         "#include <stdlib.h>",
         "#include <string.h>",
         "",
+        *(["#include <cuda_runtime_api.h>"] if plan.uses_device else []),
         '#include "buildgen_abi.h"',
         f'#include "{model}.h"',
         "",
-        f"#define BOUNDARY_BYTES ((size_t){plan.total})",
+        f"#define BOUNDARY_BYTES ((size_t){plan.host_total})",
+        *([f"#define DEVICE_BOUNDARY_BYTES ((size_t){plan.device_total})"]
+          if plan.uses_device else []),
         "",
         *_declarations(model, partition),
         "",
-        *_struct(model, partition),
+        *_struct(model, partition, plan),
         "",
         *_table(model, "input", graph.inputs),
         *_table(model, "output", graph.outputs),
         "",
         _PRELUDE.format(model=model, error_bytes=ERROR_BYTES),
-        *_scratch(model, partition),
+        *([executor_cuda.prelude(model)] if plan.uses_device else []),
+        *_scratch(model, partition, plan),
         "",
-        *_create(model, partition),
+        *_create(model, partition, plan, weights_bytes),
         "",
         *_run(model, graph, partition, plan),
         "",
@@ -281,7 +329,8 @@ def generate_executor(
     ]
     return ExecutorSources(
         source_c="\n".join(lines),
-        header=generate_header(model, graph),
+        header=generate_header(model, graph, device=plan.uses_device),
         weights_asm=generate_weights_asm(model, weights_path, weights_bytes),
-        boundary_bytes=plan.total,
+        boundary_bytes=plan.host_total,
+        device_boundary_bytes=plan.device_total,
     )

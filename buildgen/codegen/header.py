@@ -30,7 +30,8 @@ def _describe(values: tuple[Value, ...]) -> list[str]:
     ]
 
 
-def generate_header(model: str, graph: Graph) -> str:
+def generate_header(model: str, graph: Graph, *, device: bool = False) -> str:
+    """The header; `device`: the model has device regions (it declares their arena size)."""
     guard = f"BUILDGEN_{model.upper()}_H"
     api = api_macro(model)
     lines = [
@@ -75,6 +76,10 @@ def generate_header(model: str, graph: Graph) -> str:
         *_tables(model, "input", graph.inputs),
         *_tables(model, "output", graph.outputs),
         f"{api} size_t {model}_arena_bytes(void);  /* working memory of one instance */",
+        *(
+            [f"{api} size_t {model}_device_arena_bytes(void);  /* its device (GPU) memory */"]
+            if device else []
+        ),
         "",
         "#ifdef __cplusplus",
         "}",

@@ -11,18 +11,24 @@ import numpy as np
 
 from buildgen import __version__
 from buildgen.backends.registry import get_backend
-from buildgen.codegen.executor import boundary_bytes
+from buildgen.codegen.executor import boundary_bytes, device_boundary_bytes
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition
-from buildgen.targets import ResolvedTarget
+from buildgen.targets import ResolvedTarget, get_kind
+from buildgen.targets.kinds import HOST_DEVICE
 
 REPORT_FORMAT = 1
 
 
-def _scratch_bytes(graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray]) -> int:
-    """Backends share one scratch area (regions run one at a time): the largest need wins."""
+def _scratch_bytes(
+    graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray], device: bool = False
+) -> int:
+    """Backends share one scratch area (regions run one at a time): the largest need wins.
+    Host backends share the host arena's, device backends the device arena's."""
     needs = [0]
     for kind in partition.backends:
+        if (get_kind(kind).device != HOST_DEVICE) != device:
+            continue
         summary = getattr(get_backend(kind), "plan_summary", None)
         if summary is not None:
             needs.append(summary(graph, partition, weights).scratch_bytes)
@@ -46,6 +52,15 @@ def build_report(
     weights: Mapping[str, np.ndarray],
 ) -> dict[str, Any]:
     arena = boundary_bytes(graph, partition) + _scratch_bytes(graph, partition, weights)
+    device: dict[str, Any] = {}
+    if any(get_kind(r.target).device != HOST_DEVICE for r in partition.regions):
+        device["device_arena_bytes"] = device_boundary_bytes(graph, partition) + _scratch_bytes(
+            graph, partition, weights, device=True)
+        device["transfers"] = [
+            {"tensor": t.tensor, "from": t.source, "to": t.dest, "before": t.before,
+             "bytes": graph.type_of(t.tensor).nbytes}
+            for t in partition.transfers
+        ]
     regions = []
     for region in partition.regions:
         ops = Counter(graph.node(n).op for n in region.nodes)
@@ -74,6 +89,7 @@ def build_report(
         "arena_bytes": arena,
         "intermediate_bytes": _intermediate_bytes(graph),
         "regions": regions,
+        **device,
     }
 
 
@@ -91,6 +107,11 @@ def _markdown(report: dict[str, Any]) -> str:
         f"- arena per instance: {report['arena_bytes']:,} bytes ({share} of the "
         f"{inter:,} bytes all intermediate tensors would take unshared)",
         f"- weights linked into the library: {report['weights_bytes']:,} bytes",
+        *([f"- device arena per instance: {report['device_arena_bytes']:,} bytes (and a device "
+           f"copy of the weights)"] if "device_arena_bytes" in report else []),
+        *(f"- copied {t['from']} -> {t['to']} "
+          f"{'before ' + t['before'] if t['before'] else 'after the last region'}: "
+          f"`{t['tensor']}`, {t['bytes']:,} bytes" for t in report.get("transfers", [])),
         "",
         "## Regions",
         "",

@@ -12,6 +12,20 @@
  * region's input order) and writes its outputs (tensors used outside it). Weights are
  * not passed: the module addresses them as env->weights + offset. Every function returns
  * 0 on success, or non-zero after writing a message to env->error.
+ *
+ * Device backends (a kind whose device is `cuda`: the cuda device itself and its external
+ * codegens such as cublas, cudnn, cutlass):
+ *   - a region's `in` and `out` pointers are DEVICE pointers (the executor copies tensors
+ *     between host and device where a host region or the caller's buffers need them);
+ *   - env->weights is the device copy of the weights blob, uploaded once by the executor's
+ *     create (same offsets as the host blob; cudaMalloc aligns it to 256 bytes);
+ *   - env->scratch is device memory: this backend's scratch inside the device arena;
+ *   - all work is enqueued on env->stream (the model instance's cudaStream_t, created by the
+ *     executor before any module's create). A region need not synchronize: the executor
+ *     synchronizes the stream once before its run returns;
+ *   - a failing CUDA call makes the function return non-zero after writing to env->error a
+ *     message naming the call and the region, e.g. "cublasSgemm failed in region r3: ...".
+ * For CPU backends env->stream is NULL and every pointer is a host pointer.
  */
 #ifndef BUILDGEN_ABI_H
 #define BUILDGEN_ABI_H
@@ -26,6 +40,7 @@ typedef struct bg_env {
     char *error;                  /* the model's last_error buffer */
     size_t error_size;
     int num_threads;              /* from the backend's target attributes; 0 = library default */
+    void *stream; /* the model instance's cudaStream_t for device (cuda) backends; NULL for CPU backends */
 } bg_env;
 
 #endif

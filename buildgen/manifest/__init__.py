@@ -12,12 +12,19 @@ from buildgen.errors import BuildgenError, Diagnostic, SourceLocation
 from buildgen.manifest.assemble import assemble
 from buildgen.manifest.frozen import FrozenDict, FrozenList, freeze, thaw
 from buildgen.manifest.load import LoadedDocument, load_yaml, parse_yaml
-from buildgen.manifest.model import Manifest, ModelSpec, PartitionOptions, TargetSpec
+from buildgen.manifest.model import (
+    CacheOptions,
+    Manifest,
+    ModelSpec,
+    PartitionOptions,
+    TargetSpec,
+)
 from buildgen.manifest.semantic import IsKnownTarget, semantic_diagnostics
 from buildgen.manifest.sourcemap import NodePath, SourceMap, format_path, sort_diagnostics
 from buildgen.manifest.validate import schema_diagnostics
 
 __all__ = [
+    "CacheOptions",
     "FrozenDict",
     "FrozenList",
     "IsKnownTarget",

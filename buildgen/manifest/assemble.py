@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 from buildgen.manifest.frozen import freeze
-from buildgen.manifest.model import Manifest, ModelSpec, PartitionOptions, TargetSpec
+from buildgen.manifest.model import (
+    CacheOptions,
+    Manifest,
+    ModelSpec,
+    PartitionOptions,
+    TargetSpec,
+)
 from buildgen.manifest.semantic import resolve
 from buildgen.manifest.sourcemap import SourceMap
 
@@ -33,7 +40,22 @@ def assemble(data: dict[str, Any], source_map: SourceMap, path: Path) -> Manifes
         models=models,
         targets=targets,
         partition=defaults,
+        cache=_cache(data.get("cache", {}), root),
         locations=source_map,
+    )
+
+
+def _cache(section: dict[str, Any], root: Path) -> CacheOptions:
+    from buildgen.cache.settings import parse_size
+
+    folder = section.get("dir")
+    return CacheOptions(
+        enabled=bool(section.get("enabled", True)),
+        dir=resolve(root, os.path.expanduser(folder)) if folder else None,
+        # The schema's pattern admits only sizes parse_size reads.
+        max_size=parse_size(section["max_size"]) if "max_size" in section else None,
+        remote=section.get("remote"),
+        read_only=bool(section.get("read_only", False)),
     )
 
 

@@ -26,6 +26,18 @@ class PartitionOptions:
 
 
 @dataclass(frozen=True)
+class CacheOptions:
+    """The manifest's `cache:` section; environment variables override it at run time
+    (buildgen.cache.settings). Unset values take the cache's defaults."""
+
+    enabled: bool = True
+    dir: Path | None = None  # absolute
+    max_size: int | None = None  # bytes
+    remote: str | None = None
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str  # a C identifier: it prefixes the model's C API
     source: Path  # absolute
@@ -60,6 +72,7 @@ class Manifest:
     models: tuple[ModelSpec, ...]  # sorted by name
     targets: tuple[TargetSpec, ...]  # sorted by name
     partition: PartitionOptions = PartitionOptions()  # defaults the models started from
+    cache: CacheOptions = CacheOptions()
     locations: SourceMap | None = field(default=None, compare=False, repr=False)
 
     def model(self, name: str) -> ModelSpec:

@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from buildgen.errors import BuildgenError
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
+from buildgen.ninja.cache_plan import with_cache
 from buildgen.ninja.context import GenContext
 from buildgen.ninja.layout import BUILD_NINJA, SOURCE_EXTENSIONS, ModelFiles, TargetFiles
 from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
+from buildgen.ninja.shared_modules import add_shared_kernels
 from buildgen.targets import ResolvedTarget, Toolchain
 
 ALL = "all"
@@ -30,9 +32,12 @@ def plan_build(
     targets: Mapping[str, ResolvedTarget],
     ctx: GenContext,
     gen_outputs: Sequence[str],
+    cached: bool = False,
 ) -> BuildPlan:
     """`targets` holds every target a model names; `gen_outputs` are the files gen writes
-    besides build.ninja (target.json, options/*.json), declared so ninja knows their maker."""
+    besides build.ninja (target.json, options/*.json), declared so ninja knows their maker.
+    `cached` runs every action but gen through the action cache (ninja/cache_plan.py); the
+    CMake fragment, whose commands CMake runs, plans without it."""
     actions: list[Action] = [_gen_action(ctx, gen_outputs)]
     phonies: list[Phony] = []
     for model in models:
@@ -46,10 +51,12 @@ def plan_build(
         target_phonies = tuple(TargetFiles(model.name, t).phony for t in model.targets)
         phonies.append(Phony(model.name, target_phonies))
     phonies.append(Phony(ALL, tuple(m.name for m in models)))
+    # Kernels shared by every model (a kind's rules `shared_kernels:`): manifest-wide actions.
+    actions = add_shared_kernels(actions, models, targets, ctx)
     # ninja's built-in `console` pool must not be redeclared.
     pools = sorted({a.pool for a in actions if a.pool and a.pool != "console"})
     stages = (*ctx.python, "-m", "buildgen.stages", "--buildgen-version", ctx.version)
-    return BuildPlan(
+    plan = BuildPlan(
         variables=((rules.PYTHON, ctx.python), (rules.STAGES, stages)),
         pools=tuple(Pool(name, ctx.pool_depth(name)) for name in pools),
         rules=rules.ALL_RULES,
@@ -57,6 +64,7 @@ def plan_build(
         phonies=tuple(phonies),
         defaults=(ALL,),
     )
+    return with_cache(plan, ctx) if cached else plan
 
 
 def _products(files: TargetFiles) -> tuple[str, ...]:
@@ -138,7 +146,11 @@ def _target_actions(
         )
     )
     objects.append(files.obj("model"))
-    actions.append(_compile(files.executor_source, files.obj("model"), host, includes, files))
+    # model.c calls the device's runtime (its C API) when a region runs there.
+    executor_includes = (*includes, *_device_includes(target))
+    actions.append(
+        _compile(files.executor_source, files.obj("model"), host, executor_includes, files)
+    )
     objects.append(files.obj("weights"))
     # .incbin is invisible to the compiler's depfile, so weights.bin is declared here.
     actions.append(
@@ -213,6 +225,10 @@ def _compile(
     implicit: tuple[str, ...] = (),
 ) -> Action:
     name = obj.rsplit("/", 1)[-1]
+    # The launcher (ccache) runs the compiler, never the link. A compile that reads files
+    # its preprocessor does not see (`implicit`: weights.S's .incbin) runs without it: a
+    # launcher keys its cache on the preprocessed source and would miss those files.
+    launcher = () if implicit else toolchain.launcher
     return Action(
         rule=rules.COMPILE.name,
         outputs=(obj,),
@@ -223,7 +239,7 @@ def _compile(
         order_only=(files.header,),
         description=f"{_COMPILE_VERB.get(toolchain.language, 'CC')} {files.label} {name}",
         variables=(
-            ("cc", (toolchain.cc,)),
+            ("cc", (*launcher, toolchain.cc)),
             ("cflags", toolchain.cflags),
             ("includes", includes),
         ),
@@ -259,3 +275,12 @@ def _link_actions(
             description=f"AR {files.label} {archive}",
         ),
     ]
+
+
+def _device_includes(target: ResolvedTarget) -> tuple[str, ...]:
+    """The device toolchain's -I flags (its runtime's headers), for the host's compile of the
+    executor; () without a device."""
+    if target.device is None:
+        return ()
+    flags = target.toolchain(target.device.kind).cflags
+    return tuple(f for f in flags if f.startswith("-I") and len(f) > 2)

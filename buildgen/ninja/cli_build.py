@@ -1,4 +1,5 @@
-"""`buildgen build [names...] [-- ninja args]`: gen, then ninja in the build dir.
+"""`buildgen build [names...] [-- ninja args]`: gen, then ninja in the build dir, then a
+summary of what the action cache did.
 
 gen always runs first: it is cheap and rewrites only files whose bytes change, so a build
 never runs against a build.ninja older than the manifest.
@@ -7,10 +8,16 @@ never runs against a build.ninja older than the manifest.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
+from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.ninja.cli_common import add_manifest_arguments
 from buildgen.ninja.gen import generate
 from buildgen.ninja.tool import run_ninja
+
+# ninja options after which nothing is built: no summary then.
+_NO_BUILD = ("-n", "-t", "--version", "-h", "--help")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,5 +30,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from buildgen.cache import journal
+
     result = generate(args.manifest, args.build_dir)
-    return run_ninja(result.build_dir, [*args.passthrough, *args.names]).returncode
+    cached, state = _prepare_cache(result.build_dir)
+    offset = journal.journal_size(result.build_dir)
+    code = run_ninja(result.build_dir, [*args.passthrough, *args.names]).returncode
+    # Without the cache, no action reports what it did: nothing to summarize.
+    if cached and not any(a.startswith(_NO_BUILD) for a in args.passthrough):
+        _print_summary(result.build_dir, args.names, offset, state, stopped=code != 0)
+    return code
+
+
+def _prepare_cache(build_dir: Path) -> tuple[bool, Path | None]:
+    """Check the cache settings before any action reads them; forget the previous build's
+    remote-cache trouble. Returns whether the cache is on, and the remote client's state
+    folder if there is a remote."""
+    from buildgen.cache.exec import REMOTE_STATE
+    from buildgen.cache.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(build_dir)
+    except SettingsError as exc:
+        raise BuildgenError(Diagnostic(str(exc))) from None
+    if not settings.enabled or not settings.remote:
+        return settings.enabled, None
+    from buildgen.cache.remote import RemoteCache, reset_remote_state
+
+    state = build_dir / REMOTE_STATE
+    RemoteCache.from_settings(settings.remote, settings.read_only, state)  # raises if wrong
+    reset_remote_state(state)
+    return True, state
+
+
+def _print_summary(
+    build_dir: Path, names: list[str], offset: int, state: Path | None, stopped: bool
+) -> None:
+    from buildgen.cache.journal import read_entries
+    from buildgen.cache.summary import planned_actions, summarize
+
+    warnings: list[str] = []
+    if state is not None:
+        from buildgen.cache.remote import remote_warnings
+
+        warnings = remote_warnings(state)
+    summary = summarize(read_entries(build_dir, offset), planned_actions(build_dir, names))
+    print(os.linesep.join(summary.lines(warnings, stopped)), flush=True)

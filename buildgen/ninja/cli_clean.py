@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from pathlib import Path
 
 from buildgen.errors import BuildgenError
-from buildgen.ninja.cli_common import add_manifest_arguments
+from buildgen.ninja.cli_common import add_manifest_arguments, resolve_build_dir
 from buildgen.ninja.layout import BUILD_NINJA
 from buildgen.ninja.tool import run_ninja
 
@@ -26,17 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_manifest_arguments(parser)
 
 
-def _build_dir(args: argparse.Namespace) -> Path:
-    if args.build_dir is not None:
-        return Path(os.path.abspath(args.build_dir))
-    from buildgen.manifest import load_manifest
-    from buildgen.targets import is_known_target
-
-    return load_manifest(args.manifest, is_known_target).build_dir
-
-
 def run(args: argparse.Namespace) -> int:
-    build_dir = _build_dir(args)
+    build_dir = resolve_build_dir(args)
     if not (build_dir / BUILD_NINJA).is_file():
         return 0  # never generated here: nothing of ours to remove
     listed = run_ninja(build_dir, ["-t", "targets", "all"], capture=True)

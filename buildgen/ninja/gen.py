@@ -6,6 +6,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildgen.cache.settings import (
+    SETTINGS_FILE,
+    SettingsError,
+    enabled_at_gen,
+    settings_file_text,
+)
+from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.fsutil import write_if_changed
 from buildgen.manifest import Manifest, load_manifest
 from buildgen.ninja.actions import plan_build
@@ -35,7 +42,13 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()))
     files = gen_files(manifest.models, targets)
-    plan = plan_build(manifest.models, targets, ctx, tuple(files))
+    # The cache's settings go to a file the actions read, never into build.ninja.
+    files[SETTINGS_FILE] = settings_file_text(manifest.cache)
+    try:
+        cached = enabled_at_gen(manifest.cache)
+    except SettingsError as exc:
+        raise BuildgenError(Diagnostic(str(exc))) from None
+    plan = plan_build(manifest.models, targets, ctx, tuple(files), cached=cached)
     files[BUILD_NINJA] = emit(plan, ctx.version)
     changed = tuple(path for path, text in files.items() if write_if_changed(out_dir / path, text))
     return GenResult(manifest, out_dir, out_dir / BUILD_NINJA, changed)

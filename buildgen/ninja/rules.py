@@ -8,6 +8,8 @@ change, so an unchanged output stops the wave of rebuilds there.
 
 from __future__ import annotations
 
+import dataclasses
+
 from buildgen.ninja.plan import Rule
 
 # File-level variables the rules use; their values come from the plan.
@@ -35,6 +37,8 @@ PARTITION = _stage("partition", depfile="$dep", deps="gcc")
 CODEGEN = _stage("codegen")
 EXECUTOR = _stage("executor")
 REPORT = _stage("report")
+# Manifest-wide: every model's instantiation list -> a kind's kernel shards (shared_modules.py).
+SHARED_KERNELS = _stage("shared_kernels")
 
 # Flags live on the command line, so changing one re-runs exactly the compiles it touches.
 # gcc, clang and nvcc all understand -MD -MF; `deps = gcc` moves the depfile into
@@ -47,7 +51,36 @@ COMPILE = Rule(
 )
 # rcsD: D stores zero timestamps/uids so the archive is the same bytes every time. The old
 # archive is removed first because `ar r` would keep members that are no longer inputs.
-ARCHIVE = Rule("ar", command="rm -f $out && ar rcsD $out $in")
+_AR = "ar rcsD $out $in"
+ARCHIVE = Rule("ar", command=f"rm -f $out && {_AR}")
 LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $ldflags")
 
-ALL_RULES = (GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, COMPILE, ARCHIVE, LINK_SHARED)
+ALL_RULES = (
+    GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, SHARED_KERNELS, COMPILE, ARCHIVE,
+    LINK_SHARED,
+)
+
+# The action cache (buildgen/cache) wraps every rule but gen, which writes build.ninja
+# itself. File-level: `$python -m buildgen.cache exec --root <source root>`.
+CACHE = "cache"
+# Per action: its implicit inputs, which `$in` leaves out but the cache must hash.
+IMPLICIT_IN = "implicit_in"
+UNCACHED = frozenset({GEN.name})
+# The command the wrapper runs, where it differs from the rule's: the wrapper removes a
+# non-restat rule's outputs before running it, and runs one program, not shell syntax.
+_WRAPPED_COMMAND = {ARCHIVE.name: _AR}
+
+
+def cached(rule: Rule) -> Rule:
+    """`rule` with its command run through the action cache's wrapper, which is told the
+    action's outputs, inputs and depfile so it needs to parse no command line."""
+    if rule.name in UNCACHED:
+        return rule
+    head = [f"${CACHE}", "--rule", rule.name]
+    if rule.restat:
+        head.append("--restat")
+    if rule.depfile:
+        head += ["--depfile", rule.depfile]
+    head += ["--out", "$out", "--in", "$in", f"${IMPLICIT_IN}", "--"]
+    command = _WRAPPED_COMMAND.get(rule.name, rule.command)
+    return dataclasses.replace(rule, command=" ".join([*head, command]))

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel kernel builds")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the kernels that would be measured, build nothing")
+    parser.add_argument("--cutlass", action="store_true",
+                        help="profile the CUTLASS candidates of the models' cutlass calls on "
+                             "this machine's GPU instead (buildgen/backends/cutlass/tune.py)")
 
 
 def _records_path(args: argparse.Namespace, loaded: Loaded) -> Path:
@@ -57,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from buildgen.partition.tune.kernels import Kernel, collect_kernels
     from buildgen.partition.tune.run import TuneSettings, measure, pending
 
+    if args.cutlass:
+        from buildgen.backends.cutlass.tune_cli import run_cutlass
+
+        return run_cutlass(args)
     gen, pairs = prepare(args, "graph")
     by_file: dict[Path, list[Kernel]] = defaultdict(list)
     weights_paths: dict[str, Path] = {}

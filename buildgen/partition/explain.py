@@ -33,6 +33,7 @@ class RegionNote:
     reason: str
     pattern: str
     nodes: tuple[NodeNote, ...]
+    copies: tuple[str, ...] = ()  # host <-> device copies made before it runs
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Explanation:
     target: str
     backends: tuple[str, ...]  # the target's, in priority order
     regions: tuple[RegionNote, ...]
+    final_copies: tuple[str, ...] = ()  # outputs copied back to the host after the last region
 
 
 def what_others_said(graph: Graph, node: Node, target: ResolvedTarget) -> tuple[
@@ -58,6 +60,13 @@ def what_others_said(graph: Graph, node: Node, target: ResolvedTarget) -> tuple[
     return tuple(said)
 
 
+def _copies(graph: Graph, partition: Partition, before: str) -> tuple[str, ...]:
+    return tuple(
+        f"'{t.tensor}' {t.source} -> {t.dest}, {graph.type_of(t.tensor).nbytes} bytes"
+        for t in partition.transfers if t.before == before
+    )
+
+
 def explain(graph: Graph, target: ResolvedTarget, partition: Partition) -> Explanation:
     regions = []
     for region in partition.regions:
@@ -68,8 +77,10 @@ def explain(graph: Graph, target: ResolvedTarget, partition: Partition) -> Expla
             for name in region.nodes
         )
         regions.append(RegionNote(region.id, region.target, get_kind(region.target).role.value,
-                                  region.reason, region.pattern, nodes))
-    return Explanation(partition.model, partition.target, target.backends, tuple(regions))
+                                  region.reason, region.pattern, nodes,
+                                  _copies(graph, partition, region.id)))
+    return Explanation(partition.model, partition.target, target.backends, tuple(regions),
+                       _copies(graph, partition, ""))
 
 
 def render_text(expl: Explanation) -> str:
@@ -85,10 +96,14 @@ def render_text(expl: Explanation) -> str:
         ]
         if r.pattern:
             lines.append(f"    pattern: {r.pattern}")
+        lines += [f"    copied in: {c}" for c in r.copies]
         for n in r.nodes:
             lines.append(f"    - {n.name} ({n.op})")
             for kind, said in n.declined:
                 lines.append(f"        {kind}: {said}")
+    if expl.final_copies:
+        lines += ["", "after the last region:"]
+        lines += [f"    copied out: {c}" for c in expl.final_copies]
     return "\n".join(lines) + "\n"
 
 
@@ -103,7 +118,9 @@ def to_json(expl: Explanation) -> dict[str, Any]:
                 "pattern": r.pattern,
                 "nodes": [{"name": n.name, "op": n.op, "declined": dict(n.declined)}
                           for n in r.nodes],
+                "copies": list(r.copies),
             }
             for r in expl.regions
         ],
+        "final_copies": list(expl.final_copies),
     }

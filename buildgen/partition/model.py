@@ -20,11 +20,26 @@ class Region:
 
 
 @dataclass(frozen=True)
+class Transfer:
+    """A tensor copied between the host and a device (buildgen.partition.transfers).
+
+    It follows from the regions and their kinds' devices; the partition records it so the
+    report, `explain` and a reader of partition.json see what crosses, and where."""
+
+    tensor: str
+    source: str  # device type it is copied from: "cpu" (the host) or a device's, e.g. "cuda"
+    dest: str  # device type it is copied to
+    before: str  # the region that first reads it there; "" = after the last region (an output)
+
+
+@dataclass(frozen=True)
 class Partition:
     model: str  # the model name from the manifest
     target: str  # the manifest target name, e.g. "cpu"
     graph_digest: str  # sha256 of graph.json this partition was made for
     regions: tuple[Region, ...]
+    # Host <-> device copies, in execution order; () on a host-only partition.
+    transfers: tuple[Transfer, ...] = ()
 
     def regions_for(self, backend: str) -> tuple[Region, ...]:
         return tuple(r for r in self.regions if r.target == backend)

@@ -15,6 +15,8 @@ from buildgen.partition.candidates import Candidate, allowed, offers
 from buildgen.partition.convexity import region_cycle
 from buildgen.partition.policy import PolicyInput, unsupported
 from buildgen.partition.regions import Unit
+from buildgen.targets import get_kind
+from buildgen.targets.kinds import Role
 
 
 def _pin_reasons(inp: PolicyInput, nodes: tuple[int, ...]) -> list[str]:
@@ -25,6 +27,8 @@ def _pin_reasons(inp: PolicyInput, nodes: tuple[int, ...]) -> list[str]:
 def _claim_reason(cand: Candidate, rank: int) -> str:
     if cand.pattern:
         return f"pattern {cand.pattern} (priority {cand.priority})"
+    if get_kind(cand.backend).role is Role.DEVICE:
+        return f"the device ({cand.backend}), which accepts the node (no pattern table)"
     return f"accelerator {rank} of the target, which accepts the node (no pattern table)"
 
 

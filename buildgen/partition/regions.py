@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from buildgen.ir import Graph
 from buildgen.partition.convexity import NodeGraph
 from buildgen.partition.model import Partition, Region
+from buildgen.partition.transfers import plan_transfers
 
 
 @dataclass(frozen=True)
@@ -178,4 +179,5 @@ def assemble(
         )
         for i, unit in enumerate(merged)
     )
-    return Partition(model=model, target=target, graph_digest=digest, regions=regions)
+    return Partition(model=model, target=target, graph_digest=digest, regions=regions,
+                     transfers=plan_transfers(graph, regions))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from buildgen.errors import error
-from buildgen.partition.model import Partition, Region
+from buildgen.partition.model import Partition, Region, Transfer
 
 PARTITION_FORMAT = 1
 
@@ -30,6 +30,13 @@ def dump_partition(partition: Partition) -> str:
             for r in partition.regions
         ],
     }
+    # Written only where there are any: a host-only partition keeps the bytes (and the
+    # digest) it had before transfers were recorded, and older files still load.
+    if partition.transfers:
+        doc["transfers"] = [
+            {"tensor": t.tensor, "from": t.source, "to": t.dest, "before": t.before}
+            for t in partition.transfers
+        ]
     return json.dumps(doc, sort_keys=True, indent=1) + "\n"
 
 
@@ -50,5 +57,9 @@ def load_partition(path: str | Path) -> Partition:
                 pattern=r.get("pattern", ""),
             )
             for r in doc["regions"]
+        ),
+        transfers=tuple(
+            Transfer(t["tensor"], t["from"], t["to"], t.get("before", ""))
+            for t in doc.get("transfers", [])
         ),
     )

@@ -35,6 +35,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "codegen": ("buildgen.stages.codegen_stage", "one backend's source module"),
     "executor": ("buildgen.stages.executor_stage", "model.c, <model>.h and weights.S"),
     "report": ("buildgen.stages.report_stage", "report.json + report.md"),
+    "shared_kernels": ("buildgen.stages.shared_kernels_stage",
+                       "every model's instantiation list -> a kind's kernel shards"),
 }
 
 _API = (

@@ -22,10 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", required=True)
     parser.add_argument("--options", required=True, help="options/<backend>.json")
     parser.add_argument("--out", required=True, help="the source file to write")
+    # A kind with `shared_kernels:` rules (buildgen/ninja/shared_modules.py) also writes the
+    # list of kernel instantiations its module calls, and reads the tuning records.
+    parser.add_argument("--kernels-out", help="the instantiation list to write")
+    parser.add_argument("--records", help="tuning records choosing kernels per shape")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
-    return [args.out]
+    return [args.out, *([args.kernels_out] if args.kernels_out else [])]
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
@@ -42,7 +46,18 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     graph = load_graph(text)
     partition = load_checked_partition(args.partition, args.model, graph_digest(text))
     weights = load_weights(graph, args.weights)
-    source = get_backend(kind).generate(args.model, graph, partition, options, weights)
+    backend = get_backend(kind)
+    produced: dict[str, bytes | str] = {}
+    if args.kernels_out:
+        from buildgen.partition.cost.records import load_records
+
+        records = load_records(args.records) if args.records else None
+        # Backends declaring shared_kernels implement generate_with_kernels.
+        source, listing = backend.generate_with_kernels(  # type: ignore[attr-defined]
+            args.model, graph, partition, options, weights, records)
+        produced[args.kernels_out] = listing
+    else:
+        source = backend.generate(args.model, graph, partition, options, weights)
     # build.ninja named the file (and picked its compile rule) from the backend's declared
     # language at gen time; a backend producing something else must not slip through.
     expected = SOURCE_EXTENSIONS.get(source.language)
@@ -52,4 +67,5 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
             f"but the build expects {Path(args.out).name!r}",
             hint=f"check the language declared in rules/{kind}.yaml",
         )
-    return {args.out: source.text}
+    produced[args.out] = source.text
+    return produced

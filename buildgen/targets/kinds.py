@@ -20,6 +20,7 @@ import jsonschema
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.targets.documents import load_checked_yaml, meta_schema
 from buildgen.targets.patterns import CostSpec, PatternSpec, load_cost, load_patterns
+from buildgen.targets.shared_kernels import SharedKernelsSpec, load_shared_kernels
 
 RULES_FORMAT = 1
 # The device type every host runs on. Non-external kinds of another device type are devices.
@@ -67,6 +68,9 @@ class ToolchainRule:
     pool_depth_attr: str | None = None  # the attribute giving the pool's depth
     # "module:function" filling unset attributes at gen time (a library found installed)
     discover: str | None = None
+    # the attribute naming a program compiles run under (ccache), like CMake's
+    # CMAKE_<LANG>_COMPILER_LAUNCHER
+    launcher_attr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ class TargetKind:
     # What the partitioner matches (rules `patterns:`) and the analytic cost model (`cost:`).
     patterns: tuple[PatternSpec, ...] = ()
     cost: CostSpec = CostSpec()
+    # Kernels one manifest-wide action compiles once for every model (rules `shared_kernels:`).
+    shared_kernels: SharedKernelsSpec | None = None
 
     @property
     def role(self) -> Role:
@@ -139,6 +145,7 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         pool=data.get("pool"),
         pool_depth_attr=data.get("pool_depth_attr"),
         discover=data.get("discover"),
+        launcher_attr=data.get("launcher_attr"),
     )
 
 
@@ -179,6 +186,7 @@ def load_kind(
         schema_file=schema_file,
         patterns=load_patterns(data["kind"], data.get("patterns", ()), rules_file),
         cost=load_cost(data.get("cost")),
+        shared_kernels=load_shared_kernels(data.get("shared_kernels")),
     )
     problems = _kind_problems(kind, rules_file.stem)
     if problems:
@@ -231,7 +239,8 @@ def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
             problems.append(f"{where}: inherit: {rule.attribute!r}: the pattern needs a group")
     tc = kind.toolchain
     named = [a for a, _ in (*tc.optional_flags, *tc.optional_link_flags)]
-    named += [a for a in (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr) if a]
+    by_name = (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr, tc.launcher_attr)
+    named += [a for a in by_name if a]
     for template in (tc.compiler, *tc.flags, *tc.link_flags):
         named += template_fields(template)
     for _, templates in (*tc.optional_flags, *tc.optional_link_flags):

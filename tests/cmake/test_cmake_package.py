@@ -52,7 +52,7 @@ def test_cmake_dir_prints_the_package_folder(capsys: pytest.CaptureFixture[str])
     assert printed == cmake_dir()
     names = {p.name for p in printed.iterdir()}
     assert {"buildgenConfig.cmake", "buildgenConfigVersion.cmake", "buildgenModels.cmake",
-            "buildgenDepfile.cmake"} <= names
+            "buildgenFragment.cmake", "buildgenDepfile.cmake"} <= names
 
 
 def test_buildgen_cmake_writes_the_fragment_once(

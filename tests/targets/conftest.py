@@ -45,3 +45,23 @@ def located(call) -> list[str]:
 @pytest.fixture
 def errors():
     return located
+
+
+@pytest.fixture
+def without_backend(monkeypatch):
+    """`without_backend(kind, ...)`: those kinds declared as before but with no code generator
+    (no `backend:` in their rules, as a plug-in may declare a kind), for this test only. Every
+    built-in kind has one, so this is how the checks on kinds that cannot be built are tested.
+    """
+    from dataclasses import replace
+
+    from buildgen.targets import registry as kinds_registry
+
+    real = kinds_registry.registry()
+
+    def strip(*names: str, backend: str | None = None) -> None:
+        kinds = {name: replace(kind, backend=backend) if name in names else kind
+                 for name, kind in real.kinds.items()}
+        monkeypatch.setattr(kinds_registry, "registry", lambda: replace(real, kinds=kinds))
+
+    return strip

@@ -151,11 +151,16 @@ def test_unknown_kinds_keys_and_tags_are_reported_together():
     ]
 
 
-def test_toolchains_come_from_the_rules_and_the_resolved_attributes():
+def test_toolchains_come_from_the_rules_and_the_resolved_attributes(tmp_path):
+    # include_dirs a user sets must hold CUTLASS (checked at gen); nvcc takes -idirafter
+    # only through the host compiler, which does its preprocessing.
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "cutlass").mkdir(parents=True)
+    (a / "cutlass" / "cutlass.h").write_text("")
     gpu = parse_target({"kind": "composite", "device": {"kind": "cuda", "nvcc_flags": ["-G"]},
-                        "accelerators": [{"kind": "cutlass", "include_dirs": ["/a", "/b"]}]})
+                        "accelerators": [{"kind": "cutlass", "include_dirs": [str(a), str(b)]}]})
     tc = gpu.toolchain("cutlass")
     assert tc.language == "cuda" and tc.cc == "/usr/local/cuda/bin/nvcc" and tc.pool == "nvcc"
-    assert "-DNDEBUG" in tc.cflags and tc.cflags[-5:] == ("-idirafter", "/a", "-idirafter",
-                                                           "/b", "-G")
+    assert "-DNDEBUG" in tc.cflags and tc.cflags[-3:] == (
+        f"-Xcompiler=-idirafter,{a}", f"-Xcompiler=-idirafter,{b}", "-G")
     assert gpu.toolchain("cuda").pool_depth == 1

@@ -102,7 +102,10 @@ def test_a_model_naming_an_external_codegen_alone_is_told_why(manifest, errors):
     ]
 
 
-def test_building_a_kind_without_a_code_generator_fails_at_gen(manifest_file, errors, tmp_path):
+def test_building_a_kind_without_a_code_generator_fails_at_gen(
+    manifest_file, errors, tmp_path, without_backend
+):
+    without_backend("cuda", "cutlass", "cublas")
     path = manifest_file("""
         buildgen: 1
         targets:

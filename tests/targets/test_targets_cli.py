@@ -19,8 +19,10 @@ def test_the_listing_names_every_kind_attribute_default_and_tag(capsys):
         assert f"\n{name}: " in out
         for attr in kind.attributes:
             assert f"    {attr.name} " in out, (name, attr.name)
-    assert "cutlass: external codegen for cuda (cuda); no code generator yet" in out
+    assert "cutlass: external codegen for cuda (cuda); builds" in out
+    assert "cuda: device (cuda); builds" in out
     assert "c: host (cpu); builds" in out
+    assert "no code generator yet" not in out  # every built-in kind declares its backend
     for name in registered_tags():
         assert f"  {name} " in out
     assert "x86-fast      onednn > openblas > c {march: \"x86-64-v3\"}" in out

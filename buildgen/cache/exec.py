@@ -1,0 +1,305 @@
+"""`python -m buildgen.cache exec ... -- <command>`: run one action through the cache.
+
+Look the action up (local store, then the remote cache); on a hit, write its outputs and
+its depfile without running the tool; otherwise run the command and, when it succeeds,
+store its outputs (and push them to the remote unless it is read-only). A failing command
+stores nothing. The cache never fails a build: anything wrong with it (a missing blob, a
+full disk, an unreachable server) makes the action run as if there were no cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildgen.cache import journal, stats
+from buildgen.cache.action import (
+    ActionSpec,
+    UsageError,
+    hidden_digests,
+    hidden_inputs,
+    key_parts,
+    output_name,
+    parse_exec_args,
+)
+from buildgen.cache.depfile import depfile_text, parse_depfile
+from buildgen.cache.depsets import DepSets
+from buildgen.cache.keys import KeyParts, PathFrame, base_key, full_key
+from buildgen.cache.model import ActionResult, OutputFile
+from buildgen.cache.restore import restore
+from buildgen.cache.settings import CacheSettings, SettingsError, load_settings
+from buildgen.cache.store import LocalStore
+from buildgen.cache.tools import Memo
+
+if TYPE_CHECKING:
+    from buildgen.cache.remote import RemoteCache
+
+REMOTE_STATE = ".buildgen/remote"  # the remote client's shared state, in the build dir
+# What a command printed is kept with its outputs under these reserved names (no action
+# writes under .buildgen/), and printed again on a hit: a compiler's warnings do not vanish
+# because the object came from the cache.
+CONSOLE = (".buildgen/console/stdout", ".buildgen/console/stderr")
+ENV_EXPLAIN = "BUILDGEN_CACHE_EXPLAIN"  # =1: write each action's key document
+EXPLAIN_DIR = ".buildgen/keys"  # <build>/.buildgen/keys/<first output>.json
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        spec = parse_exec_args(argv)
+    except UsageError as exc:
+        print(f"python -m buildgen.cache exec: error: {exc}", file=sys.stderr)
+        return 2
+    build = Path.cwd()
+    started = time.monotonic()
+    try:
+        settings = load_settings(build)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if settings.enabled:
+        try:
+            action = CachedAction(spec, settings, build)
+        except Exception as exc:
+            # buildgen.errors is imported only here: every action pays for its imports.
+            from buildgen.errors import BuildgenError
+
+            if not isinstance(exc, BuildgenError):
+                raise
+            print(exc.render(), file=sys.stderr)  # a remote-cache URL or credential setting
+            return 1
+        try:
+            outcome, code = action.execute()
+        except KeyboardInterrupt:  # ninja was interrupted: it reports that, not a traceback
+            return 130
+    else:
+        outcome, code = "ran", run_command(spec).code
+    with contextlib.suppress(OSError):  # the journal is a report, never a reason to fail
+        journal.append(build, journal.Entry(
+            rule=spec.rule, stage=journal.RULE_STAGES.get(spec.rule, spec.rule),
+            output=spec.outputs[0], outcome=outcome, seconds=time.monotonic() - started,
+            exit_code=code,
+        ))  # fmt: skip
+    return code
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    console: tuple[bytes, bytes] = (b"", b"")  # stdout, stderr, when captured
+
+
+def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
+    """Run the command as ninja would have. Without restat the outputs are removed first:
+    a tool that appends (ar) starts clean, and a failure leaves no stale output behind.
+    With `capture` what it prints is passed on and also returned, to be cached."""
+    if not spec.restat:
+        for path in spec.outputs:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    try:
+        done = subprocess.run(spec.command, check=False, capture_output=capture)
+    except OSError as exc:
+        print(f"error: {spec.command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return Ran(127)
+    if not capture:
+        return Ran(done.returncode)
+    _echo(done.stdout, done.stderr)
+    return Ran(done.returncode, (done.stdout, done.stderr))
+
+
+def _echo(stdout: bytes, stderr: bytes) -> None:
+    for stream, data in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if data:
+            stream.flush()
+            stream.buffer.write(data)
+            stream.buffer.flush()
+
+
+class CachedAction:
+    def __init__(self, spec: ActionSpec, settings: CacheSettings, build: Path):
+        self.spec = spec
+        self.settings = settings
+        self.build = build
+        self.frame = PathFrame.of(str(build), spec.root)
+        self.store = LocalStore(settings.dir)
+        self.memo = Memo(settings.dir / "memo")
+        self.remote = _open_remote(settings, build)
+        self.added = 0  # bytes stored locally by this action
+        self.key: tuple[str, Sequence[tuple[str, str]]] | None = None  # (key, hidden) used
+
+    def execute(self) -> tuple[str, int]:
+        """(outcome, exit status): outcome is "local", "remote" or "ran"."""
+        names = [output_name(p) for p in self.spec.outputs]
+        if None in names:
+            return "ran", run_command(self.spec).code
+        try:
+            parts = key_parts(self.spec, self.frame, self.memo)
+        except OSError:
+            return "ran", run_command(self.spec).code  # an unreadable tool or input: no key
+        base = base_key(parts)
+        depsets = DepSets(base, self.store, self.remote, self.spec.depfile is not None)
+        outcome = self._lookup(base, depsets)
+        code = 0
+        if outcome is None:
+            ran = run_command(self.spec, capture=True)
+            outcome, code = "ran", ran.code
+            if code == 0:
+                self._save(base, depsets, ran.console)
+        self._account(outcome)
+        if os.environ.get(ENV_EXPLAIN):
+            self._explain(parts, base, outcome)
+        return outcome, code
+
+    # -- hits ------------------------------------------------------------------------------
+
+    def _lookup(self, base: str, depsets: DepSets) -> str | None:
+        for where in ("local", "remote"):
+            if where == "remote" and self.remote is None:
+                break
+            for names in depsets.candidates(where):
+                hidden = hidden_digests(self.frame, names)
+                if hidden is None:
+                    continue
+                key = full_key(base, hidden)
+                if self._restore(key, where):
+                    self.key = (key, hidden)
+                    self._write_depfile(names)
+                    if where == "remote":  # the next lookup finds the set locally
+                        with contextlib.suppress(OSError):
+                            self.added += depsets.record(names, push=False)
+                    return where
+        return None
+
+    def _restore(self, key: str, where: str) -> bool:
+        fetch: Callable[[str], bytes | None]
+        try:
+            if where == "local":
+                result = self.store.get_action(key)
+                fetch = self.store.get_blob
+            else:
+                assert self.remote is not None
+                result = self.remote.get_action(key)
+                fetch = self._remote_blob
+            if result is None or result.exit_code != 0:
+                return False
+            files = tuple(f for f in result.outputs if f.path not in CONSOLE)
+            if sorted(f.path for f in files) != sorted(map(str, self._names())):
+                return False
+            printed = {f.path: fetch(f.digest) for f in result.outputs if f.path in CONSOLE}
+            if None in printed.values():
+                return False
+            if not restore(ActionResult(files), fetch, self.spec.restat):
+                return False
+            _echo(printed.get(CONSOLE[0]) or b"", printed.get(CONSOLE[1]) or b"")
+            if where == "remote":  # keep what the remote gave: the next build finds it here
+                self.added += self.store.put_action(key, result)
+        except OSError:
+            return False
+        return True
+
+    def _remote_blob(self, digest: str) -> bytes | None:
+        assert self.remote is not None
+        data = self.remote.get_blob(digest)
+        if data is not None:
+            with contextlib.suppress(OSError):
+                self.added += self.store.put_blob(digest, data)
+        return data
+
+    def _write_depfile(self, names: Sequence[str]) -> None:
+        if self.spec.depfile:
+            deps = [self.frame.local(n) for n in names]
+            text = depfile_text(self.spec.outputs[0], deps)
+            Path(self.spec.depfile).write_text(text)
+
+    # -- misses ----------------------------------------------------------------------------
+
+    def _save(self, base: str, depsets: DepSets, console: tuple[bytes, bytes]) -> None:
+        names: tuple[str, ...] = ()
+        try:
+            if self.spec.depfile:
+                prerequisites = parse_depfile(Path(self.spec.depfile).read_text())
+                names = hidden_inputs(self.spec, self.frame, prerequisites)
+            hidden = hidden_digests(self.frame, names)
+            if hidden is None:
+                return  # a prerequisite vanished already: nothing trustworthy to store
+            key = full_key(base, hidden)
+            self.key = (key, hidden)
+            collected = self._collect() + _console_outputs(console)
+            for output, data in collected:
+                self.added += self.store.put_blob(output.digest, data)
+            result = ActionResult(tuple(output for output, _ in collected))
+            # The entry after its blobs: a reader never finds an entry whose blobs are
+            # yet to come (only ones evicted since, which it treats as a miss).
+            self.added += self.store.put_action(key, result)
+            self.added += depsets.record(names)
+            if self.remote is not None:
+                # Console blobs are no files under the build dir: sent here, so the
+                # client's upload finds them present and reads only real outputs.
+                for output, data in collected:
+                    if output.path in CONSOLE:
+                        self.remote.put_blob(output.digest, data)
+                self.remote.upload_action(key, result, self.build)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"buildgen cache: not stored ({exc})", file=sys.stderr)
+
+    def _names(self) -> list[str]:
+        return [name for name in map(output_name, self.spec.outputs) if name is not None]
+
+    def _collect(self) -> list[tuple[OutputFile, bytes]]:
+        outputs = []
+        for path, name in zip(self.spec.outputs, self._names(), strict=True):
+            data = Path(path).read_bytes()
+            executable = bool(os.stat(path).st_mode & 0o100)
+            digest = hashlib.sha256(data).hexdigest()
+            outputs.append((OutputFile(name, digest, len(data), executable), data))
+        return outputs
+
+    def _explain(self, parts: KeyParts, base: str, outcome: str) -> None:
+        """Why this action hit or missed: diff two builds' files to see what differs."""
+        import json
+
+        from buildgen.cache.keys import key_document
+        from buildgen.fsutil import write_atomic
+
+        key, hidden = self.key or (None, ())
+        document = {
+            "outcome": outcome, "key": key, "base_key": base,
+            "base": key_document(parts), "hidden": [list(h) for h in hidden],
+        }  # fmt: skip
+        path = self.build / EXPLAIN_DIR / f"{self.spec.outputs[0]}.json"
+        with contextlib.suppress(OSError):
+            write_atomic(path, json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+    def _account(self, outcome: str) -> None:
+        try:
+            size = stats.record(self.settings.dir, outcome, self.added)
+            if size > self.settings.max_size:
+                from buildgen.cache.evict import evict
+
+                evict(self.settings.dir, self.settings.max_size)
+        except OSError as exc:
+            print(f"buildgen cache: statistics not updated ({exc})", file=sys.stderr)
+
+
+def _console_outputs(console: tuple[bytes, bytes]) -> list[tuple[OutputFile, bytes]]:
+    return [
+        (OutputFile(name, hashlib.sha256(data).hexdigest(), len(data)), data)
+        for name, data in zip(CONSOLE, console, strict=True)
+        if data
+    ]
+
+
+def _open_remote(settings: CacheSettings, build: Path) -> RemoteCache | None:
+    if not settings.remote:
+        return None
+    from buildgen.cache.remote import RemoteCache
+
+    return RemoteCache.from_settings(settings.remote, settings.read_only, build / REMOTE_STATE)

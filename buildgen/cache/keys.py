@@ -1,0 +1,150 @@
+"""Action keys: the sha256 of everything that determines an action's outputs.
+
+A key covers the rule, the command line, the bytes of every input, the identity of every
+tool and the libraries a link reads — and nothing about where the checkout lives, so two
+clones at different paths share keys. Paths are named in a *frame*: a file under the build
+dir is `<build>/rel`, one under the source root `<root>/rel`, anything else (a system
+header, a tool) keeps its absolute path, identified by its bytes or its version.
+
+Inputs found only by running the action (headers, external-data files: a depfile's
+prerequisites) are handled as ccache's direct mode does: the *base key* covers the command,
+the declared inputs and the tools; the store keeps, under `depsets_key(base)`, the sets of
+hidden inputs seen with that base before; the *full key* adds those files' names and bytes.
+A lookup tries each recorded set; a run records a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+KEY_FORMAT = 1  # bumped whenever what a key covers changes: old entries then simply miss
+BUILD_TOKEN = "<build>"
+ROOT_TOKEN = "<root>"
+MISSING = "missing"  # the digest of a file that does not exist
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class PathFrame:
+    """Names paths independently of where the build dir and source root are."""
+
+    build: str  # absolute, normalized: ninja's cwd
+    root: str  # absolute, normalized: the manifest's folder
+
+    @classmethod
+    def of(cls, build: str, root: str) -> PathFrame:
+        """`root` may be relative to `build` (as build.ninja writes it)."""
+        build = os.path.normpath(os.path.abspath(build))
+        return cls(build, os.path.normpath(os.path.join(build, root)))
+
+    def _bases(self) -> tuple[tuple[str, str], ...]:
+        # The longer (inner) folder first: the build dir usually lies inside the root.
+        pairs = ((BUILD_TOKEN, self.build), (ROOT_TOKEN, self.root))
+        return tuple(sorted(pairs, key=lambda p: -len(p[1])))
+
+    def name(self, path: str) -> str:
+        """A file's name in keys; `path` is absolute or relative to the build dir."""
+        absolute = os.path.normpath(os.path.join(self.build, path))
+        for token, base in self._bases():
+            if absolute == base:
+                return token
+            if absolute.startswith(base.rstrip("/") + "/"):
+                return token + "/" + absolute[len(base.rstrip("/")) + 1 :]
+        return absolute
+
+    def local(self, name: str) -> str:
+        """The path (relative to the build dir where it can be) a key's name stands for."""
+        for token, base in self._bases():
+            if name == token or name.startswith(token + "/"):
+                absolute = os.path.normpath(base + name[len(token) :])
+                return os.path.relpath(absolute, self.build)
+        return name
+
+    def argument(self, arg: str) -> str:
+        """A command-line word with the frame's absolute folders replaced by tokens, so
+        `-I/home/a/repo/include` and `-I/home/b/repo/include` read the same. Relative
+        words are already relative to the build dir and stay as written."""
+        for token, base in self._bases():
+            if base == "/":
+                continue
+            pattern = re.compile(re.escape(base) + r"(?=/|$|[\s:;,=])")
+            arg = _replace_paths(pattern, token, arg)
+        return arg
+
+
+def _replace_paths(pattern: re.Pattern[str], token: str, word: str) -> str:
+    return pattern.sub(lambda m: token if _starts_path(word, m.start()) else m[0], word)
+
+
+def _starts_path(word: str, at: int) -> bool:
+    """Whether an absolute path starts at `at` in `word` (and is not the tail of a longer
+    path): at the word's start, after `=`, `,`, `:` or `;`, or after an option's name
+    (`-I/abs`, `-isystem/abs`)."""
+    if at == 0 or word[at - 1] in "=,:;":
+        return True
+    return word.startswith("-") and "/" not in word[:at]
+
+
+def file_digest(path: str) -> str:
+    """sha256 hex of a file's bytes; MISSING when it does not exist (the action then
+    fails or produces it, and the key says so)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return MISSING
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """What a base key is computed from; every path already named in the frame."""
+
+    rule: str
+    command: tuple[str, ...]  # normalized with PathFrame.argument
+    inputs: tuple[tuple[str, str], ...]  # (name, digest) of each declared input, in order
+    outputs: tuple[str, ...]  # names of the outputs
+    depfile: str | None
+    tools: tuple[tuple[str, str], ...]  # (word as written, identity) of each tool
+    libraries: tuple[tuple[str, str], ...] = ()  # (name, digest) of libraries a link reads
+
+
+def key_document(parts: KeyParts) -> dict[str, object]:
+    """What a base key is the sha256 of (as canonical JSON); BUILDGEN_CACHE_EXPLAIN=1
+    writes it next to the build, so two builds' documents can be diffed."""
+    return {
+        "format": KEY_FORMAT,
+        "rule": parts.rule,
+        "command": list(parts.command),
+        "inputs": [list(p) for p in parts.inputs],
+        "outputs": list(parts.outputs),
+        "depfile": parts.depfile,
+        "tools": [list(p) for p in parts.tools],
+        "libraries": [list(p) for p in parts.libraries],
+    }
+
+
+def base_key(parts: KeyParts) -> str:
+    return _sha256_json(key_document(parts))
+
+
+def full_key(base: str, hidden: Sequence[tuple[str, str]]) -> str:
+    """The action's key: its base key plus the (name, digest) of each hidden input."""
+    return _sha256_json({"format": KEY_FORMAT, "base": base, "hidden": sorted(map(list, hidden))})
+
+
+def depsets_key(base: str) -> str:
+    """Where the sets of hidden inputs seen with `base` are recorded."""
+    return _sha256_json({"format": KEY_FORMAT, "depsets": base})
+
+
+def _sha256_json(document: object) -> str:
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

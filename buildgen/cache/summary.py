@@ -1,0 +1,77 @@
+"""The end-of-build summary of `buildgen build`: what ran, what the caches gave, what ninja
+skipped, and where the time went.
+
+"Skipped" is counted, not guessed: ninja lists every command the requested targets need
+(`ninja -t commands`); each action that neither ran nor was restored was up to date.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildgen.cache.journal import Entry
+from buildgen.ninja.tool import run_ninja
+
+WRAPPER_MARK = "-m buildgen.cache exec "  # in the command of every cached action
+# The order stages are listed in; others follow, sorted.
+STAGE_ORDER = ("import", "partition", "codegen", "report", "compile", "link")
+
+
+@dataclass(frozen=True)
+class Summary:
+    ran: int
+    local: int
+    remote: int
+    skipped: int
+    failed: int
+    seconds_by_stage: tuple[tuple[str, float], ...]
+
+    def lines(self, warnings: Sequence[str] = (), stopped: bool = False) -> list[str]:
+        """`stopped`: the build failed, so what did not run was not necessarily up to date."""
+        total = self.ran + self.local + self.remote + self.skipped
+        rest = "not run" if stopped else "up to date"
+        head = (
+            f"buildgen: {total} actions: {self.ran} ran, {self.local} restored from the local "
+            f"cache, {self.remote} from the remote cache, {self.skipped} {rest}"
+        )
+        if self.failed:
+            head += f" ({self.failed} failed)"
+        out = [head]
+        if self.seconds_by_stage:
+            times = ", ".join(f"{stage} {secs:.1f}s" for stage, secs in self.seconds_by_stage)
+            out.append(f"  time by stage: {times}")
+        out += [f"  warning: {w}" for w in warnings]
+        return out
+
+
+def summarize(entries: Iterable[Entry], planned: int) -> Summary:
+    """`planned`: the number of cached actions the build's targets need."""
+    latest: dict[str, Entry] = {}
+    seconds: dict[str, float] = {}
+    for entry in entries:
+        latest[entry.output] = entry  # an action run twice (a restarted build) counts once
+        seconds[entry.stage] = seconds.get(entry.stage, 0.0) + entry.seconds
+    outcomes = Counter(e.outcome for e in latest.values() if e.exit_code == 0)
+    failed = sum(1 for e in latest.values() if e.exit_code != 0)
+    done = len(latest)
+    order = {stage: i for i, stage in enumerate(STAGE_ORDER)}
+    stages = sorted(seconds, key=lambda s: (order.get(s, len(order)), s))
+    return Summary(
+        ran=outcomes["ran"] + failed,
+        local=outcomes["local"],
+        remote=outcomes["remote"],
+        skipped=max(planned - done, 0),
+        failed=failed,
+        seconds_by_stage=tuple((s, seconds[s]) for s in stages),
+    )
+
+
+def planned_actions(build_dir: Path, names: Sequence[str]) -> int:
+    """How many cached actions building `names` (default: ninja's defaults) involves."""
+    done = run_ninja(build_dir, ["-t", "commands", *names], capture=True)
+    if done.returncode != 0:
+        return 0
+    return sum(1 for line in done.stdout.splitlines() if WRAPPER_MARK in line)

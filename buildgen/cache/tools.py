@@ -1,0 +1,191 @@
+"""Who runs an action: the identity of each tool on its command line.
+
+A tool is named by its resolved path and what it says about itself (`cc --version`), so
+two compilers at one path in two containers, or one compiler upgraded in place, never
+share results. Asking is slow (a process per tool), so the answer is memoized on disk per
+path + size + mtime, and every action after the first pays a stat and a small read.
+
+The Python running the stages is identified in-process: its version, the versions of the
+libraries the stages use, and a digest of buildgen's own files — an editable checkout
+keeps its version number while its code changes, and cached stage outputs must follow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from buildgen.fsutil import write_atomic
+
+MEMO_FORMAT = 1
+PROBE_TIMEOUT = 60.0  # s: a compiler's --version never takes this long
+# What the stages' outputs depend on besides buildgen itself.
+_STAGE_DISTRIBUTIONS = ("onnx", "numpy", "pyyaml", "jsonschema")
+_BUILDGEN_SUFFIXES = (".py", ".h", ".yaml", ".json", ".cmake")
+
+
+class Memo:
+    """Small JSON values under `folder`, keyed by the sha256 of a fingerprint."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def get_or_compute(self, fingerprint: object, compute: Callable[[], str]) -> str:
+        text = json.dumps([MEMO_FORMAT, fingerprint], sort_keys=True)
+        key = hashlib.sha256(text.encode()).hexdigest()
+        path = self.folder / key[:2] / key
+        try:
+            return str(json.loads(path.read_text())["value"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        value = compute()
+        # A read-only or full cache folder costs a probe next time, nothing more.
+        with contextlib.suppress(OSError):
+            write_atomic(path, json.dumps({"format": MEMO_FORMAT, "value": value}))
+        return value
+
+
+def command_tools(command: Sequence[str]) -> list[tuple[str, str]]:
+    """(word, resolved path) of the tools that start `command`: `cc`, `ccache cc`,
+    `env VAR=x /usr/bin/python`. The leading words that name executables, skipping
+    VAR=value assignments, up to the first option or non-executable word."""
+    tools: list[tuple[str, str]] = []
+    for word in command:
+        if word.startswith("-"):
+            break
+        if "=" in word and not word.startswith("/"):
+            continue
+        found = shutil.which(word)
+        if found is None:
+            if not tools:
+                tools.append((word, ""))  # a missing tool: the command will say so
+            break
+        tools.append((word, os.path.realpath(found)))
+    return tools
+
+
+def tool_identity(path: str, memo: Memo) -> str:
+    """A digest of `path`'s identity: this interpreter in-process, any other tool by its
+    `--version` output, memoized per path + size + mtime."""
+    if not path:
+        return "missing"
+    if path == os.path.realpath(sys.executable):
+        return python_identity(memo)
+    stat = os.stat(path)
+    fingerprint = ["tool", path, stat.st_size, stat.st_mtime_ns]
+    return memo.get_or_compute(fingerprint, lambda: _probe(path))
+
+
+def _probe(path: str) -> str:
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=PROBE_TIMEOUT, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        said = done.stdout + b"\0" + done.stderr + b"\0" + str(done.returncode).encode()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        said = f"unprobed: {type(exc).__name__}".encode()
+    return hashlib.sha256(path.encode() + b"\0" + said).hexdigest()
+
+
+def python_identity(memo: Memo) -> str:
+    """This interpreter, the distributions the stages import, and buildgen's files."""
+    import buildgen
+
+    package = Path(buildgen.__file__).resolve().parent
+    files = _package_files(package)
+    # Installing or upgrading a distribution changes its site folder's mtime. (Not every
+    # sys.path entry: `python -m` puts the build dir there, whose mtime changes constantly.)
+    sites = [p for p in sys.path if "-packages" in p and os.path.isdir(p)]
+    fingerprint = [
+        "python", sys.version, os.path.realpath(sys.executable), buildgen.__version__,
+        [[p, os.stat(p).st_mtime_ns] for p in sites],
+        [[str(f), s.st_size, s.st_mtime_ns] for f, s in files],
+    ]
+    return memo.get_or_compute(fingerprint, lambda: _python_digest(package, files))
+
+
+def _package_files(package: Path) -> list[tuple[Path, os.stat_result]]:
+    from buildgen.resources import rules_dir, schemas_dir
+
+    # The cache's own code decides where outputs come from, never what they are (what a
+    # key covers is versioned by KEY_FORMAT): editing it must not void every stage entry.
+    skip = {package / "cache"}
+    found: dict[Path, os.stat_result] = {}
+    for top in (package, rules_dir(), schemas_dir()):
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(
+                d for d in dirs
+                if d != "__pycache__" and not d.startswith(".") and Path(folder, d) not in skip
+            )  # fmt: skip
+            for name in names:
+                if name.endswith(_BUILDGEN_SUFFIXES) and not name.startswith("."):
+                    path = Path(folder, name)
+                    found[path] = path.stat()
+    return sorted(found.items())
+
+
+def _python_digest(package: Path, files: list[tuple[Path, os.stat_result]]) -> str:
+    from importlib import metadata
+
+    digest = hashlib.sha256(sys.version.encode())
+    for dist in _STAGE_DISTRIBUTIONS:
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"\0{dist}={version}".encode())
+    for path, _ in files:
+        # Named relative to the package's parent: the digest must not depend on where
+        # buildgen is installed, only on what it is.
+        name = os.path.relpath(path, package.parent)
+        digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def native_cpu() -> str:
+    """A digest of this machine's processor model and features (for `-march=native`)."""
+    described = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags", "Features", "CPU part")):
+                    described += line
+                elif not line.strip() and described:
+                    break  # the first processor says it for all
+    except OSError:
+        import platform
+
+        described = f"{platform.machine()} {platform.processor()}"
+    return hashlib.sha256(described.encode()).hexdigest()
+
+
+def library_search_dirs(compiler: str, memo: Memo) -> list[str]:
+    """The folders `compiler` (resolved) searches for `-l` libraries by default."""
+    if not compiler:
+        return []
+    stat = os.stat(compiler)
+
+    def ask() -> str:
+        try:
+            done = subprocess.run(
+                [compiler, "-print-search-dirs"], capture_output=True, text=True,
+                timeout=PROBE_TIMEOUT, check=False, stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return json.dumps([])
+        for line in done.stdout.splitlines():
+            if line.startswith("libraries:"):
+                dirs = line.partition("=")[2].split(os.pathsep)
+                return json.dumps([os.path.normpath(d) for d in dirs if d])
+        return json.dumps([])
+
+    fingerprint = ["search-dirs", compiler, stat.st_size, stat.st_mtime_ns]
+    return list(json.loads(memo.get_or_compute(fingerprint, ask)))

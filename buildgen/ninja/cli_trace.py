@@ -1,0 +1,52 @@
+"""`buildgen trace`: the build dir's .ninja_log -> a Chrome trace of the last build.
+
+Reads only what ninja already wrote: no build runs. The trace shows each action as a bar
+on a lane (actions running at once get different lanes), named by its first output and
+categorised by buildgen stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from buildgen.errors import BuildgenError, Diagnostic
+from buildgen.fsutil import write_atomic
+from buildgen.ninja.cli_common import add_manifest_arguments, resolve_build_dir
+from buildgen.ninja.trace import chrome_trace, parse_ninja_log, render_trace
+
+NINJA_LOG = ".ninja_log"
+DEFAULT_OUTPUT = "trace.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_manifest_arguments(parser)
+    parser.add_argument(
+        "-o", "--output", type=Path, default=None,
+        help=f"where to write the trace (default: <build dir>/{DEFAULT_OUTPUT})",
+    )
+    parser.add_argument(
+        "--all", action="store_true",
+        help="every ninja run the log holds, one process each (default: the last run only)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    build_dir = resolve_build_dir(args)
+    log_path = build_dir / NINJA_LOG
+    try:
+        text = log_path.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        raise BuildgenError(Diagnostic(
+            f"no {NINJA_LOG} in {build_dir}: nothing was built there yet",
+            hint="run `buildgen build` first (with the same --manifest/--build-dir)",
+        )) from None
+    trace = chrome_trace(parse_ninja_log(text, str(log_path)), all_builds=args.all)
+    output = args.output if args.output is not None else build_dir / DEFAULT_OUTPUT
+    write_atomic(output, render_trace(trace))
+    actions = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    runs = trace["otherData"]["runs"]
+    what = f"{actions} actions of {runs} ninja run{'s' if runs != 1 else ''}"
+    print(f"wrote {output} ({what})")
+    print("open it in chrome://tracing (Load) or drop it on https://ui.perfetto.dev")
+    return 0
