@@ -31,14 +31,19 @@ def run_build(
     ninja_args: Sequence[str] = (),
     check: bool = True,
     names: Sequence[str] = (),
+    cache: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """`buildgen build --manifest M --build-dir B [names] -- <ninja_args>`, output captured."""
+    """`buildgen build --manifest M --build-dir B [names] -- <ninja_args>`, output captured.
+    `cache=False` builds with the action cache off (plain commands in build.ninja)."""
     cmd = [sys.executable, "-m", "buildgen", "build", "--manifest", str(manifest)]
     cmd += ["--build-dir", str(build_dir), *names]
     if ninja_args:
         cmd += ["--", *ninja_args]
+    env = _env()
+    if not cache:
+        env["BUILDGEN_CACHE"] = "off"
     result = subprocess.run(
-        cmd, cwd=manifest.parent, env=_env(), capture_output=True, text=True, check=False
+        cmd, cwd=manifest.parent, env=env, capture_output=True, text=True, check=False
     )
     if check and result.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}")
