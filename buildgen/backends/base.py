@@ -8,10 +8,12 @@ schema in schemas/targets/<kind>.schema.json.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from buildgen.errors import error
 from buildgen.ir import Graph, Node
 
 if TYPE_CHECKING:  # annotations only: importing buildgen.partition here would be circular
@@ -53,3 +55,13 @@ class Backend(Protocol):
         M__B_scratch_bytes, M__B_create, M__B_destroy and one M__B_<region id> per region.
         """
         ...
+
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def require_c_identifier(model: str) -> None:
+    """Every symbol a module exports starts with the model's name (buildgen_abi.h), so a
+    backend's generate() checks it first; the manifest enforces it for its own models."""
+    if not _C_IDENTIFIER.fullmatch(model):
+        raise error(f"model name {model!r} is not a C identifier")

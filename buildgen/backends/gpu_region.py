@@ -15,9 +15,10 @@ region, or "create") for them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import TypeVar
 
 from buildgen import __version__
 from buildgen.backends.c.cwriter import comment
@@ -25,7 +26,10 @@ from buildgen.backends.cpu_common.groups import ChainRules, Group, group_region
 from buildgen.backends.cpu_common.plan import plan_groups
 from buildgen.ir import Graph
 from buildgen.partition.boundaries import RegionIO, region_io
-from buildgen.partition.model import Region
+from buildgen.partition.model import Partition, Region
+
+C = TypeVar("C")  # a backend's lowered call
+R = TypeVar("R")  # a backend's lowered region
 
 PRELUDE = r"""#include <stddef.h>
 #include <stdint.h>
@@ -78,6 +82,23 @@ def region_frame(graph: Graph, region: Region, rules: ChainRules) -> RegionFrame
     groups = tuple(group_region(graph, region.nodes, rules))
     plan = plan_groups(graph, groups, io, lambda t: graph.type_of(t).nbytes)
     return RegionFrame(region, io, groups, dict(plan.offsets), plan.total_bytes)
+
+
+def lower_regions(
+    graph: Graph, partition: Partition, kind: str, rules: ChainRules,
+    lower_call: Callable[[int, Group], C],
+    make: Callable[[RegionFrame, tuple[C, ...]], R],
+) -> list[R]:
+    """Each of `kind`'s regions framed into its groups, one library call per group; calls
+    are numbered across the module, so each call's state has its own name."""
+    lowered: list[R] = []
+    calls = 0
+    for region in partition.regions_for(kind):
+        frame = region_frame(graph, region, rules)
+        groups: Sequence[Group] = frame.groups
+        lowered.append(make(frame, tuple(lower_call(calls + i, g) for i, g in enumerate(groups))))
+        calls += len(groups)
+    return lowered
 
 
 def module_head(model: str, graph: Graph, kind: str, library: str,

@@ -8,12 +8,11 @@ rules/c.yaml, so `generate` ignores them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.c.kernel import LowerContext
 from buildgen.backends.c.lower import LoweredRegion, lower_region, writes_nothing
 from buildgen.backends.c.module import render_module
@@ -25,7 +24,6 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -106,8 +104,7 @@ class CBackend:
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         text = render_module(model, graph, self.lower(graph, partition, weights))
         return GeneratedSource(filename="c.c", language="c", text=text)
 

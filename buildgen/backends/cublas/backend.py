@@ -8,24 +8,21 @@ only reaches compile and link flags.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.cpu_common.groups import chain_reason
 from buildgen.backends.cublas.lower import lower_group
 from buildgen.backends.cublas.module import LoweredRegion, Settings, render_module
 from buildgen.backends.cublas.support import RULES
-from buildgen.backends.gpu_region import region_frame
-from buildgen.errors import error
+from buildgen.backends.gpu_region import lower_regions
 from buildgen.ir import Graph, Node
 from buildgen.partition.model import Partition
 
 if TYPE_CHECKING:
     import numpy as np
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MIB = 1 << 20
 
 
@@ -43,14 +40,9 @@ class CublasBackend:
 
     def lower(self, graph: Graph, partition: Partition,
               weights: Mapping[str, np.ndarray] | None = None) -> list[LoweredRegion]:
-        lowered = []
-        calls = 0
-        for region in partition.regions_for(self.kind):
-            frame = region_frame(graph, region, RULES)
-            lowered.append(LoweredRegion(frame, tuple(
-                lower_group(calls + i, g, graph, weights) for i, g in enumerate(frame.groups))))
-            calls += len(frame.groups)
-        return lowered
+        return lower_regions(graph, partition, self.kind, RULES,
+                             lambda i, group: lower_group(i, group, graph, weights),
+                             LoweredRegion)
 
     def generate(
         self,
@@ -60,8 +52,7 @@ class CublasBackend:
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         regions = self.lower(graph, partition, weights)
         text = render_module(model, graph, regions, settings_of(options))
         return GeneratedSource("cublas.cu", "cuda", text)

@@ -8,11 +8,10 @@ nvcc_flags) only affect nvcc's command line, which rules/cuda.yaml builds.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.c.backend import MemorySummary, RegionMemory
 from buildgen.backends.cuda.lower import LoweredRegion, lower_region
 from buildgen.backends.cuda.module import render_module
@@ -24,7 +23,6 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class CudaBackend:
@@ -57,8 +55,7 @@ class CudaBackend:
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         text = render_module(model, graph, self.lower(graph, partition, weights))
         return GeneratedSource(filename="cuda.cu", language="cuda", text=text)
 

@@ -9,11 +9,10 @@ compiled once for every model (rules/cutlass.yaml `shared_kernels:`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.cutlass import choose as choosing
 from buildgen.backends.cutlass.glue import (
     ALIGN,
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 
     from buildgen.partition.cost.records import Records
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _scalars(graph: Graph, weights: Mapping[str, np.ndarray] | None) -> dict[str, float]:
@@ -140,8 +138,7 @@ class CutlassBackend:
         weights: Mapping[str, np.ndarray] | None = None, records: Records | None = None,
     ) -> tuple[GeneratedSource, str]:
         """The glue module and the instantiation list (shared_kernels' second output)."""
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         plans = self.plan(graph, partition, options, weights, records)
         s = choosing.settings_of(options)
         settings = [f"sm {s.sm}", f"math {s.math}",

@@ -10,12 +10,11 @@ only reaches compile and link flags.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.cpu_common.groups import chain_reason
 from buildgen.backends.onednn.module import (
     FPMATH,
@@ -33,7 +32,6 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -87,8 +85,7 @@ class OneDNNBackend:
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         settings = settings_of(options)
         regions = self.lower(graph, partition, weights, settings)
         text = render_module(model, graph, regions, settings)

@@ -9,12 +9,11 @@ is found at gen (buildgen.backends.libraries) and only reaches compile and link 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from buildgen.backends.base import GeneratedSource
+from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.cpu_common.groups import chain_reason
 from buildgen.backends.openblas.module import Library, LoweredRegion, lower_region, render_module
 from buildgen.backends.openblas.support import RULES
@@ -25,7 +24,6 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LIBRARIES = {
     "scipy_openblas": ("scipy_", "OpenBLAS from PyPI scipy-openblas32 (symbols prefixed scipy_)"),
     "openblas": ("", "OpenBLAS (cblas_* symbols, -lopenblas)"),
@@ -78,8 +76,7 @@ class OpenBLASBackend:
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
-        if not _IDENTIFIER.fullmatch(model):
-            raise error(f"model name {model!r} is not a C identifier")
+        require_c_identifier(model)
         library = library_of(options)
         regions = self.lower(graph, partition, library, weights)
         return GeneratedSource("openblas.c", "c", render_module(model, graph, regions, library))
