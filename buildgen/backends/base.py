@@ -51,6 +51,10 @@ class Backend(Protocol):
         Reduce axes, scalars worth inlining); a backend that needs them and gets None
         raises a BuildgenError naming the node.
 
+        A kind whose rules declare `tuning:` reads tuning records: its generate() also takes
+        `records=` (buildgen.partition.cost.records.Records, or None) and chooses kernel
+        variants from them.
+
         The module follows buildgen_abi.h: for model M and backend B it defines
         M__B_scratch_bytes, M__B_create, M__B_destroy and one M__B_<region id> per region.
         """

@@ -20,7 +20,7 @@ from buildgen.ninja.context import GenContext
 from buildgen.ninja.layout import BUILD_NINJA, SOURCE_EXTENSIONS, ModelFiles, TargetFiles
 from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
 from buildgen.ninja.shared_modules import add_shared_kernels
-from buildgen.targets import ResolvedTarget, Toolchain
+from buildgen.targets import ResolvedTarget, Toolchain, get_kind
 
 ALL = "all"
 # What the user-facing description says for a compile, by source language.
@@ -116,20 +116,7 @@ def _target_actions(
                 f"compiles {', '.join(sorted(SOURCE_EXTENSIONS))}"
             )
         source = files.backend_source(backend, toolchain.language)
-        actions.append(
-            Action(
-                rule=rules.CODEGEN.name,
-                outputs=(source,),
-                # weights.bin: constant values (Slice starts, Reshape shapes) shape the code.
-                inputs=(graph.graph, graph.weights, files.partition, files.options(backend)),
-                description=f"CODEGEN {backend} {files.label}",
-                variables=(("args", (
-                    "--model", model.name, "--backend", backend, "--graph", graph.graph,
-                    "--weights", graph.weights, "--partition", files.partition,
-                    "--options", files.options(backend), "--out", source,
-                )),),
-            )
-        )
+        actions.append(_codegen_action(model, backend, source, files, graph, ctx))
         objects.append(files.obj(backend))
         actions.append(_compile(source, files.obj(backend), toolchain, includes, files))
     actions.append(
@@ -174,6 +161,30 @@ def _target_actions(
         )
     )
     return actions
+
+
+def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFiles,
+                    graph: ModelFiles, ctx: GenContext) -> Action:
+    # weights.bin: constant values (Slice starts, Reshape shapes) shape the code.
+    inputs: tuple[str, ...] = (graph.graph, graph.weights, files.partition,
+                               files.options(backend))
+    args: tuple[str, ...] = (
+        "--model", model.name, "--backend", backend, "--graph", graph.graph,
+        "--weights", graph.weights, "--partition", files.partition,
+        "--options", files.options(backend), "--out", source,
+    )
+    # Tuning records choose kernels per shape (`buildgen tune` on a GPU writes them), so for
+    # a kind that reads them the records file is an input whatever the partition policy.
+    if get_kind(backend).reads_records and model.partition.records is not None:
+        records = ctx.path(model.partition.records)
+        inputs, args = (*inputs, records), (*args, "--records", records)
+    return Action(
+        rule=rules.CODEGEN.name,
+        outputs=(source,),
+        inputs=inputs,
+        description=f"CODEGEN {backend} {files.label}",
+        variables=(("args", args),),
+    )
 
 
 def _partition_action(

@@ -101,7 +101,7 @@ def add_shared_kernels(
                 group.lists.append(listing)
                 source = files.backend_source(kind, toolchain.language)
                 i = by_output[source]
-                out[i] = _codegen_writing_list(out[i], listing, model, ctx)
+                out[i] = _codegen_writing_list(out[i], listing)
                 i = by_output[files.shared_lib]
                 out[i] = replace(out[i], inputs=(*out[i].inputs, group.archive))
                 i = by_output[files.static_lib]
@@ -111,21 +111,12 @@ def add_shared_kernels(
     return out
 
 
-def _codegen_writing_list(action: Action, listing: str, model: ModelSpec, ctx: GenContext
-                          ) -> Action:
+def _codegen_writing_list(action: Action, listing: str) -> Action:
     args = action.variable("args")
     assert isinstance(args, tuple)
-    extra: tuple[str, ...] = ("--kernels-out", listing)
-    inputs = action.inputs
-    # Tuning records choose kernels per shape (`buildgen tune` on a GPU writes them), so the
-    # records file is an input of the codegen whatever the partition policy.
-    if model.partition.records is not None:
-        records = ctx.path(model.partition.records)
-        extra += ("--records", records)
-        inputs = (*inputs, records)
+    extra = ("--kernels-out", listing)
     variables = tuple((k, (*args, *extra) if k == "args" else v) for k, v in action.variables)
-    return replace(action, outputs=(*action.outputs, listing), inputs=inputs,
-                   variables=variables)
+    return replace(action, outputs=(*action.outputs, listing), variables=variables)
 
 
 def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:

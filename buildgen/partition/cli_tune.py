@@ -38,12 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel kernel builds")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the kernels that would be measured, build nothing")
-    parser.add_argument("--cutlass", action="store_true",
-                        help="profile the CUTLASS candidates of the models' cutlass calls on "
-                             "this machine's GPU instead (buildgen/backends/cutlass/tune.py)")
+    parser.add_argument("--backend", metavar="KIND",
+                        help="measure one backend's own choices on this machine's device "
+                             "instead: cutlass (CUTLASS instantiations and split-K factors) "
+                             "or cudnn (convolution algorithms); see "
+                             "buildgen/partition/tune/backend_cli.py")
 
 
-def _records_path(args: argparse.Namespace, loaded: Loaded) -> Path:
+def records_path(args: argparse.Namespace, loaded: Loaded) -> Path:
     if args.records is not None:
         return Path(os.path.abspath(args.records))
     path = loaded.pair.model.partition.records
@@ -60,10 +62,10 @@ def run(args: argparse.Namespace) -> int:
     from buildgen.partition.tune.kernels import Kernel, collect_kernels
     from buildgen.partition.tune.run import TuneSettings, measure, pending
 
-    if args.cutlass:
-        from buildgen.backends.cutlass.tune_cli import run_cutlass
+    if args.backend:
+        from buildgen.partition.tune.backend_cli import run_backend
 
-        return run_cutlass(args)
+        return run_backend(args, args.backend)
     gen, pairs = prepare(args, "graph")
     by_file: dict[Path, list[Kernel]] = defaultdict(list)
     weights_paths: dict[str, Path] = {}
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         loaded = load(gen.build_dir, pair, partition=False)
         where = f"{pair.model.name}/{pair.target}"
         kernels = collect_kernels(loaded.graph, loaded.target, pair.model.pins, where)
-        by_file[_records_path(args, loaded)].extend(kernels)
+        by_file[records_path(args, loaded)].extend(kernels)
         weights_paths[pair.model.name] = gen.build_dir / pair.graph_files.weights
     settings = TuneSettings(gen.build_dir / "tune", args.min_time, args.jobs, args.retune)
 

@@ -23,8 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--options", required=True, help="options/<backend>.json")
     parser.add_argument("--out", required=True, help="the source file to write")
     # A kind with `shared_kernels:` rules (buildgen/ninja/shared_modules.py) also writes the
-    # list of kernel instantiations its module calls, and reads the tuning records.
+    # list of kernel instantiations its module calls.
     parser.add_argument("--kernels-out", help="the instantiation list to write")
+    # A kind with `tuning:` rules reads the model's tuning records (its generate takes
+    # `records=`).
     parser.add_argument("--records", help="tuning records choosing kernels per shape")
 
 
@@ -48,14 +50,20 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     weights = load_weights(graph, args.weights)
     backend = get_backend(kind)
     produced: dict[str, bytes | str] = {}
-    if args.kernels_out:
+    records = None
+    if args.records:
         from buildgen.partition.cost.records import load_records
 
-        records = load_records(args.records) if args.records else None
+        records = load_records(args.records)
+    if args.kernels_out:
         # Backends declaring shared_kernels implement generate_with_kernels.
         source, listing = backend.generate_with_kernels(  # type: ignore[attr-defined]
             args.model, graph, partition, options, weights, records)
         produced[args.kernels_out] = listing
+    elif records is not None:
+        # Backends declaring `tuning:` take the records.
+        source = backend.generate(  # type: ignore[call-arg]
+            args.model, graph, partition, options, weights, records=records)
     else:
         source = backend.generate(args.model, graph, partition, options, weights)
     # build.ninja named the file (and picked its compile rule) from the backend's declared

@@ -90,6 +90,13 @@ class TargetKind:
     cost: CostSpec = CostSpec()
     # Kernels one manifest-wide action compiles once for every model (rules `shared_kernels:`).
     shared_kernels: SharedKernelsSpec | None = None
+    # "module:Class" measuring the kind's tuning records (rules `tuning: {tuner: ...}`); a kind
+    # with one reads the model's records file at codegen.
+    tuner: str | None = None
+
+    @property
+    def reads_records(self) -> bool:
+        return self.tuner is not None
 
     @property
     def role(self) -> Role:
@@ -187,6 +194,7 @@ def load_kind(
         patterns=load_patterns(data["kind"], data.get("patterns", ()), rules_file),
         cost=load_cost(data.get("cost")),
         shared_kernels=load_shared_kernels(data.get("shared_kernels")),
+        tuner=data.get("tuning", {}).get("tuner"),
     )
     problems = _kind_problems(kind, rules_file.stem)
     if problems:

@@ -3,8 +3,10 @@
 It takes 1-D and 2-D Conv with the elementwise chain after it, the 1-D and 2-D pools and
 Softmax/LogSoftmax, and generates one CUDA module per model (buildgen.backends.cudnn.module).
 The math mode (TF32 or not), the workspace limit and how create picks convolution
-algorithms are target attributes; where cuDNN lives is found at gen
-(backends/gpu_libraries.py) and only reaches compile and link flags.
+algorithms are target attributes; tuning records (`buildgen tune --backend cudnn` on a GPU)
+name the algorithm each convolution tries first (buildgen.backends.cudnn.algorithms). Where
+cuDNN lives is found at gen (backends/gpu_libraries.py) and only reaches compile and link
+flags.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.cpu_common.groups import chain_reason
-from buildgen.backends.cudnn.lower import lower_group
+from buildgen.backends.cudnn.algorithms import Recorded, conv_problem, recorded_algorithm
+from buildgen.backends.cudnn.lower import ConvCall, lower_group
 from buildgen.backends.cudnn.module import (
     ALGORITHM_SEARCH,
     LoweredRegion,
@@ -30,6 +33,8 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
+    from buildgen.partition.cost.records import Records
+
 MIB = 1 << 20
 
 
@@ -40,7 +45,23 @@ def settings_of(options: Mapping[str, object]) -> Settings:
     if search not in ALGORITHM_SEARCH:
         known = ", ".join(ALGORITHM_SEARCH)
         raise error(f"cudnn: unknown algorithm_search {search!r}; known: {known}")
-    return Settings(bool(options.get("allow_tf32", False)), limit * MIB, search)
+    sm = options.get("sm")
+    return Settings(bool(options.get("allow_tf32", False)), limit * MIB, search,
+                    sm if isinstance(sm, int) else None)
+
+
+def recorded_algorithms(regions: list[LoweredRegion], settings: Settings,
+                        records: Records | None) -> dict[str, Recorded]:
+    """Per convolution call, the fastest algorithm the records hold for it, if any."""
+    chosen = {}
+    for region in regions:
+        for call in region.calls:
+            if isinstance(call, ConvCall):
+                found = recorded_algorithm(conv_problem(call), settings.sm, settings.math,
+                                           settings.workspace_limit_bytes, records)
+                if found is not None:
+                    chosen[call.name] = found
+    return chosen
 
 
 class CudnnBackend:
@@ -62,8 +83,11 @@ class CudnnBackend:
         partition: Partition,
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
+        records: Records | None = None,
     ) -> GeneratedSource:
         require_c_identifier(model)
         regions = self.lower(graph, partition, weights)
-        text = render_module(model, graph, regions, settings_of(options))
+        settings = settings_of(options)
+        text = render_module(model, graph, regions, settings,
+                             recorded_algorithms(regions, settings, records))
         return GeneratedSource("cudnn.cu", "cuda", text)

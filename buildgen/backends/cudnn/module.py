@@ -12,14 +12,16 @@ convolutions' workspace, `workspace_limit_mb` of the target.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from buildgen.backends.c.cwriter import comment
+from buildgen.backends.cudnn.algorithms import Recorded, c_name
 from buildgen.backends.cudnn.lower import Call, ConvCall, PoolCall, SoftmaxCall, StandaloneCall
 from buildgen.backends.cudnn.runtime import (
     CHECK,
-    CONV_HELPERS,
+    CONV_CREATE,
+    CONV_DESCRIPTORS,
     POOL_HELPERS,
     SCALE_KERNEL,
     TENSOR_HELPERS,
@@ -44,6 +46,7 @@ class Settings:
     allow_tf32: bool
     workspace_limit_bytes: int
     algorithm_search: str = "heuristic"  # a key of ALGORITHM_SEARCH
+    sm: int | None = None  # the compute capability tuning records are looked up for
 
     @property
     def math(self) -> str:
@@ -66,19 +69,28 @@ def _struct_field(call: Call) -> str | None:
     return None
 
 
-def _conv_create(graph: Graph, call: ConvCall) -> list[str]:
+def _recorded_text(recorded: Recorded | None) -> str:
+    if recorded is None:
+        return "algorithm: cuDNN's ranking at create (no tuning record)"
+    return (f"algorithm {recorded.algorithm}: fastest in {recorded.source} "
+            f"({recorded.seconds * 1e6:.4g} us, workspace {recorded.workspace_bytes} bytes)")
+
+
+def _conv_create(graph: Graph, call: ConvCall, recorded: Recorded | None) -> list[str]:
     n, c, h, w = call.x_shape
     k, _, r, s = call.w_shape
     p, q = call.y_shape[2:]
     g = call.geo
+    algo = f"(int){c_name(recorded.algorithm)}" if recorded else "-1"
     spec = (f"{n}, {c}, {h}, {w}, {k}, {r}, {s}, {p}, {q}, {call.groups}, "
             f"{g.pads_begin[0]}, {g.pads_begin[1]}, {g.strides[0]}, {g.strides[1]}, "
-            f"{g.dilations[0]}, {g.dilations[1]}")
+            f"{g.dilations[0]}, {g.dilations[1]}, {algo}")
     what = cnames.c_string(f"create ({call.name})")
     weights = f"(const float *)(env->weights + {graph.weight(call.w).offset})"
     lines = [
         "{",
-        f"    /* {call.name}: {comment(group_text(graph, call.group))} */",
+        f"    /* {call.name}: {comment(group_text(graph, call.group))}",
+        f"     * {comment(_recorded_text(recorded))} */",
         f"    static const bg_conv_spec spec = {{{spec}}};",
         f"    bg_conv *c = &s->{call.name};",
         f"    if (bg_conv_create(env, s->handle, c, &spec, {what}) != 0) return -1;",
@@ -207,7 +219,8 @@ def _region(model: str, graph: Graph, lowered: LoweredRegion, ws_offset: int) ->
     return [*lines, "    return 0;", "}", ""]
 
 
-def _lifecycle(model: str, graph: Graph, calls: Sequence[Call]) -> list[str]:
+def _lifecycle(model: str, graph: Graph, calls: Sequence[Call],
+               recorded: Mapping[str, Recorded]) -> list[str]:
     if not calls:  # no cudnn region: no handle (creating one needs a GPU)
         return [f'extern "C" int {model}__cudnn_create(bg_env *env) {{ (void)env; return 0; }}',
                 f'extern "C" void {model}__cudnn_destroy(bg_env *env) {{ (void)env; }}']
@@ -215,7 +228,7 @@ def _lifecycle(model: str, graph: Graph, calls: Sequence[Call]) -> list[str]:
     destroy: list[str] = []
     for call in calls:
         if isinstance(call, ConvCall):
-            create += _conv_create(graph, call)
+            create += _conv_create(graph, call, recorded.get(call.name))
             destroy.append(f"bg_conv_destroy(&s->{call.name});")
         elif isinstance(call, PoolCall):
             create += _pool_create(graph, call)
@@ -261,7 +274,9 @@ def _lifecycle(model: str, graph: Graph, calls: Sequence[Call]) -> list[str]:
 
 
 def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
-                  settings: Settings) -> str:
+                  settings: Settings, recorded: Mapping[str, Recorded] | None = None) -> str:
+    """The module; `recorded`: per convolution call name, the algorithm tuning records chose."""
+    recorded = recorded or {}
     calls = [c for r in regions for c in r.calls]
     tensors = max((r.frame.scratch_bytes for r in regions), default=0)
     ws_offset = align_up(tensors, WORKSPACE_ALIGN)
@@ -274,7 +289,9 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
          f"algorithms by {ALGORITHM_SEARCH[settings.algorithm_search]}"],
         summary,
         [f"Scratch: {scratch} bytes (tensors between calls {tensors}, then the workspace).",
-         "Convolution algorithms: chosen at create, within the workspace limit."],
+         f"Convolution algorithms: {len(recorded)} of "
+         f"{sum(isinstance(c, ConvCall) for c in calls)} from tuning records, the rest "
+         "chosen at create; all within the workspace limit."],
     )
     body = [
         PRELUDE.format(includes="#include <cudnn.h>"),
@@ -288,7 +305,7 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
     if kinds & {ConvCall, PoolCall, SoftmaxCall}:
         body.append(TENSOR_HELPERS)
     if ConvCall in kinds:
-        body.append(CONV_HELPERS)
+        body += [CONV_DESCRIPTORS, CONV_CREATE]
     if PoolCall in kinds:
         body.append(POOL_HELPERS)
     if any(isinstance(c, ConvCall) and c.scale is not None for c in calls):
@@ -315,5 +332,5 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
     for r in regions:
         body += _region(model, graph, r, ws_offset)
     tail = [f'extern "C" const size_t {model}__cudnn_scratch_bytes = {scratch};', "",
-            *_lifecycle(model, graph, calls)]
+            *_lifecycle(model, graph, calls, recorded)]
     return "\n".join([*head, *body, *tail]) + "\n"

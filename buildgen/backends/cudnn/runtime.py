@@ -1,7 +1,8 @@
 """The fixed C++ of every cudnn module: the cuDNN check macro and the helpers that build a
 convolution (descriptors, then the algorithm) or a pooling at create and free them.
 
-The algorithm of a convolution is chosen at create, on the GPU the model runs on, by
+The algorithm of a convolution is chosen at create, on the GPU the model runs on: the one
+the tuning records name (the spec's `algo`) when it runs there within the limit, else by
 BG_ALGORITHMS: cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7, which runs
 nothing), or with the target's `algorithm_search: benchmark` cuDNN's measurements
 (cudnnFindConvolutionForwardAlgorithm, which times each algorithm on the GPU): the first
@@ -27,12 +28,14 @@ static int bg_tensor(bg_env *env, cudnnTensorDescriptor_t *d, int n, int c, int 
 }
 """
 
-CONV_HELPERS = r"""
+CONV_DESCRIPTORS = r"""
 /* A 2-D convolution: input n x c x h x w, k filters of (c / groups) x r x s, output
- * n x k x p x q; symmetric pads. */
+ * n x k x p x q; symmetric pads. `algo`: a cudnnConvolutionFwdAlgo_t the tuning records
+ * chose (buildgen tune --backend cudnn), tried first at create; -1 = none recorded. */
 typedef struct bg_conv_spec {
     int n, c, h, w, k, r, s, p, q, groups;
     int pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+    int algo;
 } bg_conv_spec;
 
 typedef struct bg_conv {
@@ -46,8 +49,8 @@ typedef struct bg_conv {
     const float *bias_data;
 } bg_conv;
 
-static int bg_conv_create(bg_env *env, cudnnHandle_t h, bg_conv *c, const bg_conv_spec *sp,
-                          const char *where)
+/* The descriptors of one convolution, in the module's math mode. */
+static int bg_conv_describe(bg_env *env, bg_conv *c, const bg_conv_spec *sp, const char *where)
 {
     if (bg_tensor(env, &c->x, sp->n, sp->c, sp->h, sp->w, where) != 0) return -1;
     if (bg_tensor(env, &c->y, sp->n, sp->k, sp->p, sp->q, where) != 0) return -1;
@@ -67,28 +70,20 @@ static int bg_conv_create(bg_env *env, cudnnHandle_t h, bg_conv *c, const bg_con
     if (n != sp->n || k != sp->k || p != sp->p || q != sp->q)
         return bg_fail(env, "cudnnGetConvolution2dForwardOutputDim", where,
                        "cuDNN's output shape differs from the model's");
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int found = 0;
-    BG_CUDNN(BG_ALGORITHMS_NAME, BG_ALGORITHMS(
-        h, c->x, c->w, c->conv, c->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-    for (int i = 0; i < found; ++i) {
-        /* Never down-convert float32 to half; without TF32, plain FMA arithmetic only. */
-        if (perf[i].status != CUDNN_STATUS_SUCCESS ||
-            perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-            continue;
-        cudnnMathType_t math = BG_MATH == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : perf[i].mathType;
-        size_t bytes = 0;
-        if (cudnnSetConvolutionMathType(c->conv, math) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionForwardWorkspaceSize(h, c->x, c->w, c->conv, c->y, perf[i].algo,
-                                                    &bytes) != CUDNN_STATUS_SUCCESS ||
-            bytes > BG_WORKSPACE_LIMIT)
-            continue;
-        c->algo = perf[i].algo;
-        c->workspace = bytes;
-        return 0;
-    }
-    return bg_fail(env, BG_ALGORITHMS_NAME, where,
-                   "no algorithm runs within the workspace limit (raise workspace_limit_mb)");
+    return 0;
+}
+
+/* 0 and its workspace in *bytes if `algo` runs this convolution in math mode `math` within
+ * BG_WORKSPACE_LIMIT; -1 if not (the math mode is left set either way). */
+static int bg_conv_fits(cudnnHandle_t h, bg_conv *c, cudnnConvolutionFwdAlgo_t algo,
+                        cudnnMathType_t math, size_t *bytes)
+{
+    *bytes = 0;
+    if (cudnnSetConvolutionMathType(c->conv, math) != CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionForwardWorkspaceSize(h, c->x, c->w, c->conv, c->y, algo, bytes)
+            != CUDNN_STATUS_SUCCESS)
+        return -1;
+    return *bytes <= BG_WORKSPACE_LIMIT ? 0 : -1;
 }
 
 static void bg_conv_destroy(bg_conv *c)
@@ -99,6 +94,42 @@ static void bg_conv_destroy(bg_conv *c)
     if (c->w != NULL) cudnnDestroyFilterDescriptor(c->w);
     if (c->conv != NULL) cudnnDestroyConvolutionDescriptor(c->conv);
     if (c->folded != NULL) cudaFree(c->folded);
+}
+"""
+
+CONV_CREATE = r"""
+static int bg_conv_create(bg_env *env, cudnnHandle_t h, bg_conv *c, const bg_conv_spec *sp,
+                          const char *where)
+{
+    if (bg_conv_describe(env, c, sp, where) != 0) return -1;
+    size_t bytes = 0;
+    /* A recorded algorithm was measured on the tuning machine's GPU; one this GPU or this
+     * cuDNN cannot run within the limit falls back to the ranking below. */
+    if (sp->algo >= 0 &&
+        bg_conv_fits(h, c, (cudnnConvolutionFwdAlgo_t)sp->algo, BG_MATH, &bytes) == 0) {
+        c->algo = (cudnnConvolutionFwdAlgo_t)sp->algo;
+        c->workspace = bytes;
+        return 0;
+    }
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    BG_CUDNN("cudnnSetConvolutionMathType", cudnnSetConvolutionMathType(c->conv, BG_MATH));
+    BG_CUDNN(BG_ALGORITHMS_NAME, BG_ALGORITHMS(
+        h, c->x, c->w, c->conv, c->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+    for (int i = 0; i < found; ++i) {
+        /* Never down-convert float32 to half; without TF32, plain FMA arithmetic only. */
+        if (perf[i].status != CUDNN_STATUS_SUCCESS ||
+            perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+            continue;
+        cudnnMathType_t math = BG_MATH == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : perf[i].mathType;
+        if (bg_conv_fits(h, c, perf[i].algo, math, &bytes) != 0)
+            continue;
+        c->algo = perf[i].algo;
+        c->workspace = bytes;
+        return 0;
+    }
+    return bg_fail(env, BG_ALGORITHMS_NAME, where,
+                   "no algorithm runs within the workspace limit (raise workspace_limit_mb)");
 }
 """
 

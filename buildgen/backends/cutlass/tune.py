@@ -41,6 +41,7 @@ from buildgen.partition.cost.records import Record, Records
 
 if TYPE_CHECKING:
     from buildgen.ir import Graph
+    from buildgen.partition.cli_support import Loaded
     from buildgen.partition.model import Partition
     from buildgen.targets import ResolvedTarget
 
@@ -266,3 +267,19 @@ def tune_target(
     return profile(cutlass_jobs(graph, partition, target), settings_of(options),
                    run_options(options, build_dir), records, machine, compiler, run_profiler,
                    retune=retune)
+
+
+class CutlassTuner:
+    """`buildgen tune --backend cutlass` (buildgen.partition.tune.backend_cli)."""
+
+    def pending(self, loaded: Loaded, records: Records, build_dir: Path) -> tuple[int, int]:
+        assert loaded.partition is not None
+        problems = cutlass_jobs(loaded.graph, loaded.partition, loaded.target)
+        return len(problems), sum(1 for jobs in problems for j in jobs
+                                  if j.key not in records.by_key)
+
+    def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
+             retune: bool) -> Records:
+        assert loaded.partition is not None
+        return tune_target(loaded.graph, loaded.partition, loaded.target, records, build_dir,
+                           machine, retune=retune)

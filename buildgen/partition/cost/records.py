@@ -3,6 +3,9 @@
     {"format": "buildgen-tuning-records", "version": 1,
      "records": [{"key": {...}, "seconds": 1.9e-05, "runs": 200, "machine": "..."}, ...]}
 
+A record may also say how much workspace the kernel needed ("workspace_bytes", written only
+when not zero): a cuDNN convolution algorithm is taken only within the target's limit.
+
 Records are sorted by their key's canonical text and carry no timestamps, so merging the
 same measurements gives the same bytes. `buildgen tune` writes them; the cost policy reads
 them (the file is an input of the partition action, so new records re-partition).
@@ -29,6 +32,7 @@ class Record:
     seconds: float  # time of one call, the runtime's call overhead removed
     runs: int  # how many runs the median is of
     machine: str = ""  # what measured it, for people reading the file
+    workspace_bytes: int = 0  # device workspace the kernel ran with
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,19 @@ class Records:
 
     def dump(self) -> str:
         """One record per line (sorted by key), so a diff of the file shows what changed."""
-        lines = [
-            json.dumps({"key": json.loads(r.key), "seconds": float(f"{r.seconds:.4g}"),
-                        "runs": r.runs, "machine": r.machine}, sort_keys=True)
-            for _, r in sorted(self.by_key.items())
-        ]
+        lines = [json.dumps(_entry(r), sort_keys=True) for _, r in sorted(self.by_key.items())]
         head = (f'{{"format": "{RECORDS_FORMAT}", "version": {RECORDS_VERSION}, '
                 '"records": [')
         return head + "\n" + ",\n".join(lines) + ("\n" if lines else "") + "]}\n"
+
+
+def _entry(record: Record) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": json.loads(record.key),
+                             "seconds": float(f"{record.seconds:.4g}"), "runs": record.runs,
+                             "machine": record.machine}
+    if record.workspace_bytes:
+        entry["workspace_bytes"] = record.workspace_bytes
+    return entry
 
 
 def empty_records(source: str = "") -> Records:
@@ -79,7 +88,7 @@ def load_records(path: str | Path) -> Records:
     for index, item in enumerate(doc.get("records", [])):
         try:
             record = Record(key_text(item["key"]), float(item["seconds"]), int(item["runs"]),
-                            str(item.get("machine", "")))
+                            str(item.get("machine", "")), int(item.get("workspace_bytes", 0)))
         except (KeyError, TypeError, ValueError):
             raise error(f"{path}: records[{index}] needs 'key', 'seconds' and 'runs'") from None
         table[record.key] = record
