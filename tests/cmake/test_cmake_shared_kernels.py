@@ -10,39 +10,20 @@ enables C and CXX only, so CMake runs the plan's own nvcc commands.
 
 from __future__ import annotations
 
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from cmake_helpers import REPO, CMakeBuild, cmake_params, pip_cmake
+from stand_in_nvcc import CUDA, HAS_CUDA_HEADERS, stand_in_toolkit
 
 from buildgen.cmake.emit import emit_fragment
 from buildgen.cmake.fragment import Fragment
 from buildgen.cmake.generate import generate_cmake
 from buildgen.ninja.tool import ninja_binary
 
-CUDA = Path("/usr/local/cuda")
 pytestmark = pytest.mark.skipif(
-    not (CUDA / "include" / "cuda_runtime_api.h").is_file(),
-    reason="needs the CUDA toolkit's runtime headers at /usr/local/cuda")
-
-STAND_IN_NVCC = """#!/bin/sh
-# Stand-in nvcc: compile = an empty object plus a depfile; anything else = the real nvcc.
-out=""; dep=""; src=""; compile=0; prev=""
-for a in "$@"; do
-  case "$prev" in -o) out="$a";; -MF) dep="$a";; esac
-  case "$a" in -c) compile=1;; *.cu) src="$a";; esac
-  prev="$a"
-done
-if [ "$compile" = 1 ]; then
-  echo "$src" >> "{log}"
-  cc -x c /dev/null -c -o "$out" || exit 1
-  [ -n "$dep" ] && echo "$out: $src" > "$dep"
-  exit 0
-fi
-exec {real} "$@"
-"""
+    not HAS_CUDA_HEADERS, reason="needs the CUDA toolkit's runtime headers at /usr/local/cuda")
 
 MANIFEST = """\
 buildgen: 1
@@ -67,13 +48,7 @@ buildgen_add_models(MANIFEST BUILD.yaml)
 
 def _project(root: Path) -> Path:
     """Two models using cutlass, a stand-in toolkit at root/cuda; returns the manifest."""
-    home = root / "cuda"
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text(STAND_IN_NVCC.format(log=home / "compiled.log", real=CUDA / "bin" / "nvcc"))
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
-    (home / "include").symlink_to(CUDA / "include")
-    (home / "lib64").symlink_to(CUDA / "lib64")
+    home = stand_in_toolkit(root / "cuda")
     manifest = root / "BUILD.yaml"
     manifest.write_text(MANIFEST.format(home=home, mlp=REPO / "examples" / "models" / "mlp.onnx"))
     (root / "CMakeLists.txt").write_text(CMAKELISTS)

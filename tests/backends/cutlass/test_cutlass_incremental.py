@@ -10,36 +10,17 @@ CUTLASS compiles. The real compile is test_cutlass_toolchain's.
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from cutlass_cases import ROOT
+from stand_in_nvcc import HAS_CUDA_HEADERS, stand_in_toolkit
 
 from buildgen.ninja.gen import generate
 
-CUDA = Path("/usr/local/cuda")
 pytestmark = pytest.mark.skipif(
-    not (CUDA / "include" / "cuda_runtime_api.h").is_file(),
-    reason="needs the CUDA toolkit's runtime headers at /usr/local/cuda")
-
-FAKE_NVCC = """#!/bin/sh
-# Stand-in nvcc: compile = an empty object plus a depfile; anything else = the real nvcc.
-out=""; dep=""; src=""; compile=0; prev=""
-for a in "$@"; do
-  case "$prev" in -o) out="$a";; -MF) dep="$a";; esac
-  case "$a" in -c) compile=1;; *.cu|*.c|*.S) src="$a";; esac
-  prev="$a"
-done
-if [ "$compile" = 1 ]; then
-  echo "$src" >> "{log}"
-  cc -x c /dev/null -c -o "$out" || exit 1
-  [ -n "$dep" ] && echo "$out: $src" > "$dep"
-  exit 0
-fi
-exec {real} "$@"
-"""
+    not HAS_CUDA_HEADERS, reason="needs the CUDA toolkit's runtime headers at /usr/local/cuda")
 
 MANIFEST = """\
 buildgen: 1
@@ -52,16 +33,6 @@ targets:
 models:
 {models}
 """
-
-
-def _toolkit(folder: Path) -> Path:
-    (folder / "bin").mkdir(parents=True)
-    nvcc = folder / "bin" / "nvcc"
-    nvcc.write_text(FAKE_NVCC.format(log=folder / "compiled.log", real=CUDA / "bin" / "nvcc"))
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
-    (folder / "include").symlink_to(CUDA / "include")
-    (folder / "lib64").symlink_to(CUDA / "lib64")
-    return folder
 
 
 def _write(manifest: Path, home: Path, models: list[str], split: list[int]) -> None:
@@ -85,7 +56,7 @@ def _build(manifest: Path, build: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_shared_kernels_compile_once_and_options_touch_only_cutlass(tmp_path: Path) -> None:
-    home = _toolkit(tmp_path / "cuda")
+    home = stand_in_toolkit(tmp_path / "cuda")
     manifest, build = tmp_path / "BUILD.yaml", tmp_path / "build"
     _write(manifest, home, ["a"], [1])
     first = _build(manifest, build)
