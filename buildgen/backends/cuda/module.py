@@ -17,7 +17,8 @@ from buildgen.ir import Graph
 
 _FAIL = """\
 /* "<call> failed in <where>: <CUDA's message>" into the model's error buffer; returns 1. */
-static int bg_fail(bg_env *env, const char *call, const char *where, cudaError_t err)
+[[maybe_unused]] static int bg_fail(bg_env *env, const char *call, const char *where,
+                                    cudaError_t err)
 {
     if (env->error != NULL && env->error_size > 0)
         snprintf(env->error, env->error_size, "%s failed in %s: %s", call, where,

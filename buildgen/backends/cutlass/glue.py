@@ -71,7 +71,7 @@ __global__ void bg_cutlass_gelu(const float *x, float *y, size_t n)
         y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
-static inline unsigned bg_cutlass_blocks(size_t n)
+[[maybe_unused]] static inline unsigned bg_cutlass_blocks(size_t n)
 {
     size_t blocks = (n + 255) / 256;
     return (unsigned)(blocks < 4096 ? (blocks ? blocks : 1) : 4096);

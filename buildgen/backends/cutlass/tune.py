@@ -32,6 +32,7 @@ from buildgen.backends.cutlass.choose import (
     conv_problem,
     gemm_problem,
     record_key,
+    settings_of,
     split_factors,
 )
 from buildgen.backends.cutlass.kernels import ERROR_HELPER, Instantiation, headers, render
@@ -106,6 +107,17 @@ def jobs_for(calls: Iterable[Call], settings: Settings) -> list[list[Job]]:
     return [seen[k] for k in sorted(seen)]
 
 
+def _pending(jobs: Sequence[Job], records: Records, settings: Settings, retune: bool
+             ) -> list[Job]:
+    """The candidates of one problem still to profile. With find_first_valid a problem with
+    any record is done: the first candidate that ran is all it looks for."""
+    if retune:
+        return list(jobs)
+    if settings.find_first_valid and any(j.key in records.by_key for j in jobs):
+        return []
+    return [j for j in jobs if j.key not in records.by_key]
+
+
 def profile(
     problems: Sequence[Sequence[Job]], settings: Settings, options: RunOptions,
     records: Records, machine: str, compile_: Compile, measure: Measure, *,
@@ -113,7 +125,7 @@ def profile(
 ) -> Records:
     """`records` with the measured candidates added (those already recorded are skipped
     unless `retune`)."""
-    todo = [[j for j in jobs if retune or j.key not in records.by_key] for jobs in problems]
+    todo = [_pending(jobs, records, settings, retune) for jobs in problems]
     flat = [j for jobs in todo for j in jobs]
     options.tmp_dir.mkdir(parents=True, exist_ok=True)
     folders = [options.tmp_dir for _ in flat]
@@ -245,7 +257,6 @@ def run_profiler(job: Job, program: Path) -> float | None:
 def cutlass_jobs(graph: Graph, partition: Partition, target: ResolvedTarget
                  ) -> list[list[Job]]:
     """The profiling jobs of one model's cutlass calls, per distinct problem."""
-    from buildgen.backends.cutlass.choose import settings_of
     from buildgen.backends.cutlass.lower import lower_region
 
     settings = settings_of(target.instance("cutlass").as_dict())
@@ -258,7 +269,6 @@ def tune_target(
     build_dir: Path, machine: str, *, retune: bool = False,
 ) -> Records:
     """Profile every cutlass call of one model's partition on this machine's GPU."""
-    from buildgen.backends.cutlass.choose import settings_of
     from buildgen.resources import include_dir
 
     options = target.instance("cutlass").as_dict()
@@ -275,8 +285,9 @@ class CutlassTuner:
     def pending(self, loaded: Loaded, records: Records, build_dir: Path) -> tuple[int, int]:
         assert loaded.partition is not None
         problems = cutlass_jobs(loaded.graph, loaded.partition, loaded.target)
-        return len(problems), sum(1 for jobs in problems for j in jobs
-                                  if j.key not in records.by_key)
+        settings = settings_of(loaded.target.instance("cutlass").as_dict())
+        return len(problems), sum(len(_pending(jobs, records, settings, False))
+                                  for jobs in problems)
 
     def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
              retune: bool) -> Records:

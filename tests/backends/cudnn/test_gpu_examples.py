@@ -85,7 +85,8 @@ def test_small_cases_match_onnxruntime_on_a_gpu(tmp_path: Path) -> None:
     if reason is not None:
         pytest.skip(f"needs a GPU: {reason}")
     _libraries_installed()
-    cases = (*COMMON, *ONEDNN_ONLY)
+    # depthwise_3d's 3-D convolution runs on no backend of this target (nor on the c host).
+    cases = tuple(c for c in (*COMMON, *ONEDNN_ONLY) if c.name != "depthwise_3d")
     build_cases(tmp_path, cases, GPU_TARGET)
     for case in cases:
         assert_matches_onnxruntime(library(tmp_path / "build", case.name),

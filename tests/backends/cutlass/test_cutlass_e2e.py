@@ -53,13 +53,17 @@ def test_regions_go_where_the_priority_order_says(built: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_models_share_kernels(built: Path) -> None:
+def test_each_instantiation_is_compiled_once(built: Path) -> None:
     (folder,) = (built / "_shared").iterdir()
     index = (folder / "index.md").read_text()
-    # The final Gemm of both models has one instantiation: compiled once, used by both.
-    shared = [part for part in index.split("\n## ")[1:]
-              if "cnn/h100 region" in part and "mlp/h100 region" in part]
-    assert shared and "conv2d" in index
+    # Kernels come from examples/cuda/h100.records.json (tuned per shape), so the models'
+    # kernels differ; a kernel serving several calls (the encoder's q/k/v/out GEMMs, the
+    # cnn's 32-channel convolutions) is one instantiation, compiled once. Two models sharing
+    # one is test_cutlass_incremental's.
+    parts = index.split("\n## ")[1:]
+    names = [part.split(" ", 1)[0] for part in parts]
+    assert len(names) == len(set(names)) and "conv2d" in index
+    assert any(part.count("\n- ") >= 3 for part in parts)
     assert sorted(p.name for p in folder.glob("shard_*.o")) == [f"shard_{i}.o" for i in range(4)]
 
 

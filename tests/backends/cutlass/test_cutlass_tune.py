@@ -71,6 +71,13 @@ def test_find_first_valid_stops_at_the_first_candidate_that_runs(tmp_path: Path)
     every = _profile(tmp_path / "all", False)
     first = _profile(tmp_path / "first", False, find_first_valid=True)
     assert len(first.by_key) == 3 < len(every.by_key)
+    # A problem with a record is done: tuning again (another target of the same shapes)
+    # profiles nothing more.
+    settings = choose.settings_of({"sm": 90, "find_first_valid": True})
+    again = tune.profile(_jobs(settings), settings, tune.RunOptions(False, tmp_path / "again"),
+                         first, "test", fake_compile, fake_measure)
+    assert again.by_key == first.by_key
+    assert not list((tmp_path / "again").glob("*.cu"))
 
 
 def test_use_multiprocessing_compiles_in_other_processes(tmp_path: Path) -> None:
