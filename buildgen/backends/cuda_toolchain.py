@@ -21,14 +21,15 @@ toolchain. A missing toolkit is a gen error naming the install command.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from buildgen.backends.libraries import installed_file
 from buildgen.errors import BuildgenError, Diagnostic
 
 PIP_CUDA = "pip install 'buildgen[cuda]'"
@@ -84,14 +85,8 @@ def _runtime_in(home: Path) -> tuple[Path, Path, str] | None:
 
 def _dist_folder(dist: str, suffix: str) -> Path | None:
     """The folder of the first installed file of `dist` whose path ends with `suffix`."""
-    try:
-        files = metadata.distribution(dist).files or []
-    except metadata.PackageNotFoundError:
-        return None
-    for entry in files:
-        if str(entry).endswith(suffix):
-            return Path(str(entry.locate())).resolve().parent
-    return None
+    found = installed_file(dist, re.escape(suffix) + "$")
+    return found.parent if found is not None else None
 
 
 @cache

@@ -19,6 +19,7 @@ import numpy as np
 
 from buildgen.backends.c.cwriter import coalesce, comment, contiguous_strides, float_literal, linear
 from buildgen.backends.cpu_common.carrays import StaticArray
+from buildgen.backends.cpu_common.groups import Group
 from buildgen.backends.cpu_common.steps import Binary, Step
 from buildgen.backends.openblas.epilogue import Operand, Term, step_terms
 from buildgen.ir import Graph
@@ -134,3 +135,19 @@ def epilogue_for(
     if not terms:
         return None
     return Epilogue(name, shape, tuple(terms), tuple(params), tuple(arrays))
+
+
+@dataclass(frozen=True)
+class StandaloneCall:
+    """A library backend's group whose anchor runs elsewhere (cuBLAS, cuDNN): its steps as
+    one epilogue kernel, `source` -> `output`."""
+
+    index: int
+    group: Group
+    source: str
+    output: str
+    epilogue: Epilogue
+
+    @property
+    def name(self) -> str:
+        return f"k{self.index}"

@@ -19,13 +19,14 @@ or `lib_dir` the user set is checked the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from buildgen.backends.libraries import installed_file
 from buildgen.errors import BuildgenError, Diagnostic
 
 PIP_CUDA = "pip install 'buildgen[cuda]'"
@@ -75,22 +76,10 @@ def _problems(library: WheelLibrary, include: Path, lib: Path) -> list[str]:
     return problems
 
 
-def _dist_file(dist: str, suffix: str) -> Path | None:
-    """The installed file of distribution `dist` whose path ends with `suffix`, if any."""
-    try:
-        files = metadata.distribution(dist).files or []
-    except metadata.PackageNotFoundError:
-        return None
-    for entry in files:
-        if str(entry).endswith(suffix):
-            return Path(str(entry.locate())).resolve()
-    return None
-
-
 @cache
 def wheel_dirs(library: WheelLibrary) -> LibraryDirs:
     """The include and lib folders of `library`'s installed wheel."""
-    header = _dist_file(library.dist, f"include/{library.header}")
+    header = installed_file(library.dist, re.escape(f"include/{library.header}") + "$")
     if header is None:
         raise _missing(library, f"no PyPI package {library.dist} with {library.header}")
     dirs = LibraryDirs(header.parent, header.parent.parent / "lib")

@@ -70,8 +70,9 @@ def scipy_openblas_prefix() -> Path:
     return include.parent
 
 
-def _dist_file(dist: str, pattern: str) -> Path | None:
-    """The installed file of distribution `dist` whose path matches `pattern`, if any."""
+def installed_file(dist: str, pattern: str) -> Path | None:
+    """The installed file of distribution `dist` whose path matches `pattern` (a regex),
+    if any: how the CPU and GPU libraries' wheels are found."""
     try:
         files = metadata.distribution(dist).files or []
     except metadata.PackageNotFoundError:
@@ -98,11 +99,11 @@ def onednn_version(prefix: Path) -> tuple[int, int]:
 @cache
 def pip_onednn_prefix() -> Path:
     """The prefix the onednn-cpu-gomp wheels installed into: lib/libdnnl.so, include/dnnl.h."""
-    library = _dist_file("onednn-cpu-gomp", r"(^|/)libdnnl\.so$")
+    library = installed_file("onednn-cpu-gomp", r"(^|/)libdnnl\.so$")
     if library is None:
         raise _missing("oneDNN (PyPI onednn-cpu-gomp)", ONEDNN_PIP, "no libdnnl.so installed")
     prefix = library.parent.parent
-    if _dist_file("onednn-devel-cpu-gomp", r"oneapi/dnnl/dnnl\.h$") is None:
+    if installed_file("onednn-devel-cpu-gomp", r"oneapi/dnnl/dnnl\.h$") is None:
         raise _missing(
             "oneDNN's headers (PyPI onednn-devel-cpu-gomp)",
             "pip install onednn-devel-cpu-gomp",

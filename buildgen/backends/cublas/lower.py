@@ -24,7 +24,7 @@ from buildgen.backends.cpu_common.groups import Group
 from buildgen.backends.cpu_common.steps import Act, Binary, Step
 from buildgen.backends.cpu_common.values import weight
 from buildgen.backends.cublas.support import GemmGeometry, gemm_geometry
-from buildgen.backends.gpu_epilogue import Epilogue, epilogue_for
+from buildgen.backends.gpu_epilogue import Epilogue, StandaloneCall, epilogue_for
 from buildgen.backends.openblas.epilogue import Operand, Term
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
@@ -50,21 +50,6 @@ class GemmCall:
     bias: str | None  # the bias weight cuBLASLt adds
     fused: tuple[str, ...]  # what cuBLAS computes besides the product, for comments
     epilogue: Epilogue | None  # the kernel for the rest
-
-    @property
-    def name(self) -> str:
-        return f"k{self.index}"
-
-
-@dataclass(frozen=True)
-class StandaloneCall:
-    """Steps whose anchor runs elsewhere: one epilogue kernel, `source` -> `output`."""
-
-    index: int
-    group: Group
-    source: str
-    output: str
-    epilogue: Epilogue
 
     @property
     def name(self) -> str:

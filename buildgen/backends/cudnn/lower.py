@@ -26,7 +26,7 @@ from buildgen.backends.cpu_common.groups import Group
 from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Step
 from buildgen.backends.cpu_common.values import bn_scale_shift, weight
 from buildgen.backends.cudnn.support import node_window, planar, planar_window, softmax_view
-from buildgen.backends.gpu_epilogue import Epilogue, epilogue_for
+from buildgen.backends.gpu_epilogue import Epilogue, StandaloneCall, epilogue_for
 from buildgen.ir import Graph, Node
 
 
@@ -79,19 +79,6 @@ class SoftmaxCall:
     output: str
     view: tuple[int, int, int]  # (outer, axis, inner) as NCHW (outer, axis, inner, 1)
     algorithm: str  # CUDNN_SOFTMAX_ACCURATE or CUDNN_SOFTMAX_LOG
-
-    @property
-    def name(self) -> str:
-        return f"k{self.index}"
-
-
-@dataclass(frozen=True)
-class StandaloneCall:
-    index: int
-    group: Group
-    source: str
-    output: str
-    epilogue: Epilogue
 
     @property
     def name(self) -> str:

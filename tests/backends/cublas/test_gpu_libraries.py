@@ -42,7 +42,7 @@ def test_toolchains_link_the_versioned_libraries_with_an_rpath() -> None:
 
 
 def test_missing_wheel_is_an_error_naming_the_pip_command(monkeypatch) -> None:
-    monkeypatch.setattr(gpu_libraries, "_dist_file", lambda dist, suffix: None)
+    monkeypatch.setattr(gpu_libraries, "installed_file", lambda dist, suffix: None)
     gpu_libraries.wheel_dirs.cache_clear()
     try:
         with pytest.raises(BuildgenError) as caught:
@@ -84,8 +84,8 @@ def test_gen_fails_with_the_pip_command(monkeypatch, tmp_path: Path, capsys) -> 
         "models": {"mlp": {"source": str(REPO / "examples/models/mlp.onnx"),
                            "inputs": {"x": [8, 512]}, "targets": ["gpu"]}},
     }))
-    real = gpu_libraries._dist_file
-    monkeypatch.setattr(gpu_libraries, "_dist_file", lambda dist, suffix: None
+    real = gpu_libraries.installed_file
+    monkeypatch.setattr(gpu_libraries, "installed_file", lambda dist, suffix: None
                         if dist == CUBLAS.dist else real(dist, suffix))
     gpu_libraries.wheel_dirs.cache_clear()
     try:

@@ -53,7 +53,7 @@ def test_missing_openblas_names_the_pip_command(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_missing_onednn_names_the_pip_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(libraries, "_dist_file", lambda dist, pattern: None)
+    monkeypatch.setattr(libraries, "installed_file", lambda dist, pattern: None)
     libraries.pip_onednn_prefix.cache_clear()
     try:
         with pytest.raises(BuildgenError, match="pip install onednn-cpu-gomp onednn-devel"):
@@ -97,7 +97,7 @@ def test_gen_fails_before_any_build_when_a_library_is_missing(
         f"models:\n  mlp: {{source: {repo / 'examples/models/mlp.onnx'}, "
         "inputs: {x: [8, 512]}, targets: [cpu]}\n"
     )
-    monkeypatch.setattr(libraries, "_dist_file", lambda dist, pattern: None)
+    monkeypatch.setattr(libraries, "installed_file", lambda dist, pattern: None)
     libraries.pip_onednn_prefix.cache_clear()
     try:
         with pytest.raises(BuildgenError, match="pip install onednn-cpu-gomp"):
