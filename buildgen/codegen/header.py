@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from buildgen import __version__
+from buildgen.codegen.cnames import comment
 from buildgen.ir import Graph, Value
 
 
@@ -25,7 +26,7 @@ def _tables(model: str, kind: str, values: tuple[Value, ...]) -> list[str]:
 
 def _describe(values: tuple[Value, ...]) -> list[str]:
     return [
-        f" *   [{i}] {v.name}: {v.type.dtype.value}[{', '.join(map(str, v.type.shape))}]"
+        f" *   [{i}] {comment(v.name)}: {v.type.dtype.value}[{', '.join(map(str, v.type.shape))}]"
         for i, v in enumerate(values)
     ]
 
@@ -35,7 +36,8 @@ def generate_header(model: str, graph: Graph, *, device: bool = False) -> str:
     guard = f"BUILDGEN_{model.upper()}_H"
     api = api_macro(model)
     lines = [
-        f"/* {model}: compiled by buildgen {__version__} from {graph.source or graph.name}.",
+        f"/* {model}: compiled by buildgen {__version__} from "
+        f"{comment(str(graph.source or graph.name))}.",
         " *",
         " * Inputs:",
         *_describe(graph.inputs),

@@ -12,6 +12,7 @@ import numpy as np
 from buildgen import __version__
 from buildgen.backends.registry import get_backend
 from buildgen.codegen.executor import boundary_bytes, device_boundary_bytes
+from buildgen.codegen.markdown import code, plain
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition
 from buildgen.targets import ResolvedTarget, get_kind
@@ -99,7 +100,7 @@ def _markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# {report['model']} for target {report['target']}",
         "",
-        f"Source `{report['source']}` (opset {report['opset']}), {report['nodes']} nodes, "
+        f"Source {code(str(report['source']))} (opset {report['opset']}), {report['nodes']} nodes, "
         f"built by buildgen {report['buildgen']}.",
         "",
         "## Memory",
@@ -111,7 +112,7 @@ def _markdown(report: dict[str, Any]) -> str:
            f"copy of the weights)"] if "device_arena_bytes" in report else []),
         *(f"- copied {t['from']} -> {t['to']} "
           f"{'before ' + t['before'] if t['before'] else 'after the last region'}: "
-          f"`{t['tensor']}`, {t['bytes']:,} bytes" for t in report.get("transfers", [])),
+          f"{code(t['tensor'])}, {t['bytes']:,} bytes" for t in report.get("transfers", [])),
         "",
         "## Regions",
         "",
@@ -120,11 +121,11 @@ def _markdown(report: dict[str, Any]) -> str:
     ]
     for r in report["regions"]:
         ops = ", ".join(f"{op}×{n}" for op, n in r["ops"].items())
-        lines.append(f"| {r['id']} | {r['target']} | {r['nodes']} | {ops} | {r['reason']} |")
+        lines.append(f"| {r['id']} | {r['target']} | {r['nodes']} | {ops} | {plain(r['reason'])} |")
     lines += ["", "## Inputs and outputs", ""]
     for kind in ("inputs", "outputs"):
         for t in report[kind]:
-            lines.append(f"- {kind[:-1]} `{t['name']}`: {t['dtype']}{t['shape']}")
+            lines.append(f"- {kind[:-1]} {code(t['name'])}: {t['dtype']}{t['shape']}")
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from buildgen.errors import error
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.fold import fold
 from buildgen.importer.load import load_onnx
+from buildgen.importer.names import check_names
 from buildgen.importer.order import name_nodes, topological_order
 from buildgen.importer.shapes import TensorInfo, fix_input_shapes, infer_model, info_from_type
 from buildgen.ir.graph import Graph
@@ -46,6 +47,7 @@ def import_model(
     loaded = load_onnx(path)
     model = loaded.model
     onnx_graph = model.graph
+    check_names(onnx_graph, path, model_name or path.stem)
     if len(onnx_graph.sparse_initializer):
         raise error(f"{path}: sparse initializers are not supported")
 

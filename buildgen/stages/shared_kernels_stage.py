@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from buildgen.codegen.markdown import code
 from buildgen.errors import error
 
 LIST_FORMAT = "buildgen-shared-kernels"
@@ -72,7 +73,7 @@ def _index(kind: str, count: int, kernels: Mapping[str, dict[str, Any]],
         params = ", ".join(f"{k}={v}" for k, v in sorted(kernels[name].items()))
         lines += ["", f"parameters: {params}", ""]
         for user in users[name]:
-            nodes = ", ".join(user["nodes"])
+            nodes = ", ".join(code(node) for node in user["nodes"])
             lines.append(f"- {user['model']}/{user['target']} region {user['region']}: "
                          f"{user['call']} — nodes {nodes}")
         lines.append("")

@@ -220,6 +220,8 @@ class Names:
         if tensor in self._by_tensor:
             return self._by_tensor[tensor]
         base = _NOT_IDENT.sub("_", tensor).strip("_") or "t"
+        if len(base) > cnames.MAX_IDENTIFIER:
+            base = f"{base[:cnames.MAX_IDENTIFIER]}_{cnames.digest(tensor)}"
         if base[0].isdigit() or _RESERVED_PREFIX.match(base) or base in self._reserved:
             base = "t_" + base
         name, n = base, 2
