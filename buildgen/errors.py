@@ -27,16 +27,38 @@ class Diagnostic:
     source_line: str | None = None  # the offending line, shown with a caret
 
     def render(self) -> str:
-        head = (
-            f"{self.location}: error: {self.message}" if self.location else f"error: {self.message}"
-        )
+        message = _shorten(self.message)
+        head = f"{self.location}: error: {message}" if self.location else f"error: {message}"
         lines = [head]
         if self.source_line is not None and self.location is not None:
-            lines.append("  " + self.source_line.rstrip("\n"))
-            lines.append("  " + " " * (self.location.column - 1) + "^")
+            shown, caret = _window(self.source_line.rstrip("\n"), self.location.column - 1)
+            lines.append("  " + shown)
+            lines.append("  " + " " * caret + "^")
         if self.hint:
-            lines.append(f"  hint: {self.hint}")
+            lines.append(f"  hint: {_shorten(self.hint)}")
         return "\n".join(lines)
+
+
+# A message quotes what the user wrote; a 10 MB key must not make a 20 MB error.
+_MAX_TEXT = 1000
+_MAX_LINE = 160
+
+
+def _shorten(text: str) -> str:
+    if len(text) <= _MAX_TEXT:
+        return text
+    half = _MAX_TEXT // 2
+    return f"{text[:half]} ...[{len(text) - 2 * half:,} characters]... {text[-half:]}"
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """At most _MAX_LINE characters of `line` around `column`; the caret's new column."""
+    if len(line) <= _MAX_LINE:
+        return line, column
+    start = max(0, min(column - _MAX_LINE // 2, len(line) - _MAX_LINE))
+    prefix = "..." if start else ""
+    suffix = "..." if start + _MAX_LINE < len(line) else ""
+    return prefix + line[start:start + _MAX_LINE] + suffix, column - start + len(prefix)
 
 
 class BuildgenError(Exception):
@@ -58,3 +80,14 @@ def error(
     message: str, location: SourceLocation | None = None, hint: str | None = None
 ) -> BuildgenError:
     return BuildgenError(Diagnostic(message, location, hint))
+
+
+def in_file(exc: BuildgenError, path: str) -> BuildgenError:
+    """`exc` with each diagnostic that has no location and does not name `path` yet
+    starting with `path: `, so an error from deep inside a stage says which model it is."""
+    located = [
+        d if d.location is not None or d.message.startswith(path)
+        else Diagnostic(f"{path}: {d.message}", d.location, d.hint, d.source_line)
+        for d in exc.diagnostics
+    ]
+    return BuildgenError(located)

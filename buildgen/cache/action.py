@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from buildgen.cache.keys import KeyParts, PathFrame, base_key, file_digest
+from buildgen.cache.keys import KeyParts, PathFrame, base_key, file_digest, tool_environment
 from buildgen.cache.tools import (
     Memo,
     command_tools,
@@ -119,6 +119,7 @@ def key_parts(spec: ActionSpec, frame: PathFrame, memo: Memo) -> KeyParts:
         depfile=frame.name(spec.depfile) if spec.depfile else None,
         tools=tuple(identities),
         libraries=tuple((frame.argument(p), d) for p, d in libraries),
+        environment=tool_environment(os.environ),
     )
 
 

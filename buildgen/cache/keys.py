@@ -19,10 +19,10 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-KEY_FORMAT = 1  # bumped whenever what a key covers changes: old entries then simply miss
+KEY_FORMAT = 2  # bumped whenever what a key covers changes: old entries then simply miss
 BUILD_TOKEN = "<build>"
 ROOT_TOKEN = "<root>"
 MISSING = "missing"  # the digest of a file that does not exist
@@ -114,6 +114,25 @@ class KeyParts:
     depfile: str | None
     tools: tuple[tuple[str, str], ...]  # (word as written, identity) of each tool
     libraries: tuple[tuple[str, str], ...] = ()  # (name, digest) of libraries a link reads
+    environment: tuple[tuple[str, str], ...] = ()  # (name, value) of set TOOL_ENVIRONMENT
+
+
+# Environment variables that change what a compiler, assembler or linker does without
+# appearing on its command line (the set ccache and Bazel's action_env care about): a
+# different CPATH finds a different math.h, and the depfile of the cached run would still
+# name the old one. Their values are part of every action's key.
+TOOL_ENVIRONMENT = (
+    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
+    "GCC_EXEC_PREFIX", "COMPILER_PATH", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
+    "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", "CUDA_HOME",
+    "CUDA_ROOT", "CUDAFLAGS", "CLANG_CONFIG_FILE_SYSTEM_DIR",
+    "CLANG_CONFIG_FILE_USER_DIR", "MACOSX_DEPLOYMENT_TARGET", "SDKROOT",
+)
+
+
+def tool_environment(environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The TOOL_ENVIRONMENT variables set in `environ`, with their values, in a fixed order."""
+    return tuple((name, environ[name]) for name in TOOL_ENVIRONMENT if name in environ)
 
 
 def key_document(parts: KeyParts) -> dict[str, object]:
@@ -128,6 +147,7 @@ def key_document(parts: KeyParts) -> dict[str, object]:
         "depfile": parts.depfile,
         "tools": [list(p) for p in parts.tools],
         "libraries": [list(p) for p in parts.libraries],
+        "environment": [list(p) for p in parts.environment],
     }
 
 

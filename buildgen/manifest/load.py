@@ -30,6 +30,14 @@ _SEQ_TAG = _YAML + "seq"
 # The line breaks PyYAML counts when it computes marks.
 _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 
+# Limits on what a manifest may cost to read. A manifest comes from a branch anyone can
+# open, and YAML aliases let a few hundred bytes stand for billions of values ("billion
+# laughs"); PyYAML's composer also recurses once per nesting level. Real manifests are far
+# inside all three (200 models is ~50 kB, ~5,000 values, 6 levels).
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_VALUES = 100_000  # after alias and merge expansion
+
 
 @dataclass(frozen=True)
 class LoadedDocument:
@@ -48,6 +56,13 @@ def load_yaml(path: str | os.PathLike[str]) -> LoadedDocument:
     """Read and parse ``path``; the file name is shown in messages as given."""
     file = os.fspath(path)
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise BuildgenError(
+                Diagnostic(f"{file}: {size:,} bytes; a manifest may hold at most "
+                           f"{MAX_MANIFEST_BYTES:,}", hint="split it: a manifest's models may "
+                           "name ONNX files, not embed data")
+            )
         # utf-8-sig drops a byte-order mark, which would otherwise shift line 1's columns.
         text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -64,6 +79,7 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
     lines = tuple(_LINE_BREAK.split(text))
     converter = _Converter(file, lines)
     try:
+        _check_depth(text, file, lines)
         data = converter.run(text)
     except yaml.YAMLError as exc:
         raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
@@ -85,6 +101,7 @@ class _Converter:
         self.diagnostics: list[Diagnostic] = []
         # Ids of the collections being converted: an alias to one of them would recurse forever.
         self._active: set[int] = set()
+        self._count = 0  # values made so far, aliases expanded: bounded by MAX_VALUES
 
     def run(self, text: str) -> object:
         """The document's data; None for an empty document. Raises yaml.YAMLError."""
@@ -98,6 +115,14 @@ class _Converter:
             self._loader.dispose()
 
     def convert(self, node: yaml.Node, path: NodePath) -> object:
+        self._count += 1
+        if self._count > MAX_VALUES:
+            location = self._location(node.start_mark)
+            raise BuildgenError(Diagnostic(
+                f"the manifest expands to more than {MAX_VALUES:,} values (YAML aliases "
+                "repeat what they refer to)", location,
+                "write the repeated parts out, or share them through fewer aliases",
+                self._lines[location.line - 1]))
         self.values.setdefault(path, self._location(node.start_mark))
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
@@ -200,6 +225,23 @@ class _Converter:
         self.diagnostics.append(
             Diagnostic(prefix + message, location, hint, self._lines[location.line - 1])
         )
+
+
+def _check_depth(text: str, file: str, lines: tuple[str, ...]) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before composing (the composer recurses per
+    level; the event parser does not)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise BuildgenError(Diagnostic(
+                    f"collections nested more than {MAX_DEPTH} deep",
+                    SourceLocation(file, mark.line + 1, mark.column + 1), None,
+                    lines[mark.line]))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _syntax_diagnostic(

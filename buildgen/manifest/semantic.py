@@ -37,6 +37,9 @@ _C_KEYWORDS = frozenset(
 # Ninja cannot escape '|' or (before 1.14) a newline in a path, and '$' is also special to
 # CMake and shells: rejecting them here is simpler than escaping them in every writer.
 _UNSAFE = {"|": "'|'", "\n": "a newline", "\r": "a carriage return", "$": "'$'"}
+# Model and target names become file names (lib<model>.so, <model>_weights.o) and C
+# symbols; file systems allow 255 bytes per name.
+MAX_NAME = 100
 # The generated runtime and backend modules own symbols starting with this prefix.
 RESERVED_PREFIX = "bg_"
 
@@ -63,8 +66,13 @@ def semantic_diagnostics(
     found += _partition_problems(source_map, ("partition",), data.get("partition"), root)
     models = data.get("models")
     if isinstance(models, dict):
+        by_folded: dict[str, str] = {}
         for name, model in models.items():
             problem = model_name_problem(name)
+            first = by_folded.setdefault(name.casefold(), name)
+            if problem is None and first != name:
+                problem = (f"model name '{name}' differs from '{first}' only in case: their "
+                           f"headers, C symbols and files would collide")
             if problem:
                 found.append(_name_diagnostic(source_map, ("models", name), problem,
                                               f"the model name prefixes its C API "
@@ -77,6 +85,8 @@ def semantic_diagnostics(
 
 def model_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a model (it prefixes C symbols), or None."""
+    if len(name) > MAX_NAME:
+        return f"model name '{name[:40]}...' is {len(name)} characters long (at most {MAX_NAME})"
     if not _C_IDENTIFIER.match(name):
         return f"model name '{name}' is not a C identifier"
     if name in _C_KEYWORDS:
@@ -90,6 +100,8 @@ def model_name_problem(name: str) -> str | None:
 
 def target_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a target (it becomes a file name), or None."""
+    if len(name) > MAX_NAME:
+        return f"target name '{name[:40]}...' is {len(name)} characters long (at most {MAX_NAME})"
     if not _TARGET_NAME.match(name):
         return f"invalid target name '{name}'"
     return None

@@ -21,10 +21,16 @@ def add_manifest_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_build_dir(args: argparse.Namespace) -> Path:
-    """The absolute build dir: --build-dir, else the manifest's (read only when needed)."""
+    """The absolute build dir, symlinks resolved: --build-dir, else the manifest's (read only
+    when needed). Checked as gen checks it (build_dir.py), except that a folder buildgen
+    never wrote passes: the commands that ask (clean, trace) find nothing of ours there."""
+    from buildgen.ninja.build_dir import checked_build_dir
+
+    project = Path(os.path.abspath(args.manifest)).parent
     if args.build_dir is not None:
-        return Path(os.path.abspath(args.build_dir))
+        return checked_build_dir(Path(os.path.abspath(args.build_dir)), project, writing=False)
     from buildgen.manifest import load_manifest
     from buildgen.targets import is_known_target
 
-    return load_manifest(args.manifest, is_known_target).build_dir
+    return checked_build_dir(load_manifest(args.manifest, is_known_target).build_dir, project,
+                             writing=False)

@@ -16,6 +16,7 @@ from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.fsutil import write_if_changed
 from buildgen.manifest import Manifest, load_manifest
 from buildgen.ninja.actions import plan_build
+from buildgen.ninja.build_dir import checked_build_dir
 from buildgen.ninja.context import current_context
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
@@ -39,7 +40,8 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     """
     manifest = load_manifest(manifest_path, is_known_target)
     targets = resolve_targets(manifest)
-    out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
+    out_dir = checked_build_dir(Path(os.path.abspath(build_dir or manifest.build_dir)),
+                                manifest.root)
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()))
     files = gen_files(manifest.models, targets)
     # The cache's settings go to a file the actions read, never into build.ninja.

@@ -196,3 +196,14 @@ def test_native_code_is_keyed_by_this_machines_processor(tmp_path, monkeypatch):
     monkeypatch.setattr(action, "native_cpu", lambda: "another processor")
     assert _key(tmp_path, native) != here
     assert _key(tmp_path, portable) == everywhere  # a portable build is shared across CPUs
+
+
+def test_the_compilers_environment_changes_the_key(tmp_path, monkeypatch):
+    command = ["gcc", "-O2", "-c", "a.c", "-o", "a.o"]
+    monkeypatch.delenv("CPATH", raising=False)
+    plain = _key(tmp_path, command)
+    monkeypatch.setenv("CPATH", str(tmp_path / "other-headers"))
+    assert _key(tmp_path, command) != plain
+    monkeypatch.delenv("CPATH")
+    monkeypatch.setenv("BUILDGEN_UNRELATED", "1")  # what tools ignore stays out of the key
+    assert _key(tmp_path, command) == plain

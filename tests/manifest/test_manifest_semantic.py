@@ -146,3 +146,20 @@ def test_unsafe_characters(write_manifest, errors_of) -> None:
         "7:14: models.mlp.inputs: input name 'in|put' contains '|'",
         "7:29: models.mlp.inputs: an input name cannot be empty",
     ]
+
+
+def test_model_names_equal_up_to_case_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "m.onnx").write_bytes(b"")
+    (tmp_path / "BUILD.yaml").write_text(
+        "buildgen: 1\nmodels:\n  mlp: {source: m.onnx, targets: [c]}\n"
+        "  MLP: {source: m.onnx, targets: [c]}\n")
+    with pytest.raises(BuildgenError) as caught:
+        load_manifest(tmp_path / "BUILD.yaml", lambda name: name == "c")
+    (diagnostic,) = caught.value.diagnostics
+    assert "'MLP' differs from 'mlp' only in case" in diagnostic.message
+    assert diagnostic.location is not None and diagnostic.location.line == 4
+
+
+def test_names_longer_than_a_file_name_are_refused() -> None:
+    assert "300 characters long" in (model_name_problem("m" * 300) or "")
+    assert "300 characters long" in (target_name_problem("t" * 300) or "")
