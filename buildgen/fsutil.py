@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Write via a temp file in the same folder and rename, so a crash never leaves a half file."""
+@functools.cache
+def umask() -> int:
+    """The process's umask (reading it means setting it: done once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str,
+                 executable: bool = False) -> None:
+    """Write via a temp file in the same folder and rename, so a crash never leaves a half file.
+
+    The file gets the mode a plain open() would give it (0666, or 0777 when `executable`,
+    less the umask), not mkstemp's private 0600: other users and tools of a shared CI
+    workspace read build files, and a file restored from the cache must not differ."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode() if isinstance(data, str) else data
@@ -17,6 +31,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
+            os.fchmod(f.fileno(), (0o777 if executable else 0o666) & ~umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

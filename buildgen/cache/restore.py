@@ -26,12 +26,10 @@ def restore(result: ActionResult, fetch: Callable[[str], bytes | None], restat: 
         if data is None or len(data) != output.size:
             return False
         staged.append((output.path, data, output.executable))
-    mask = _umask()
     for path, data, executable in staged:
         if restat and _same_bytes(path, data):
             continue
-        write_atomic(path, data)
-        os.chmod(path, (0o777 if executable else 0o666) & ~mask)
+        write_atomic(path, data, executable=executable)
     return True
 
 
@@ -43,9 +41,3 @@ def _same_bytes(path: str, data: bytes) -> bool:
             return f.read() == data
     except OSError:
         return False
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

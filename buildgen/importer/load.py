@@ -70,7 +70,20 @@ def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 
 
 def _default_opset(model: onnx.ModelProto, path: Path) -> int:
+    import onnx
+    from onnx.defs import onnx_opset_version
+
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
-            return int(opset.version)
+            version = int(opset.version)
+            newest = onnx_opset_version()
+            if version > newest:
+                # Shape inference and folding would read its ops with the semantics of an
+                # older opset: silently wrong shapes or values, so this is refused.
+                raise error(
+                    f"{path}: the model declares opset {version} of the default domain; the "
+                    f"installed onnx package ({onnx.__version__}) knows opsets up to {newest}",
+                    hint="upgrade the onnx package, or export the model for an older opset",
+                )
+            return version
     raise error(f"{path}: the model imports no default-domain (ai.onnx) opset")

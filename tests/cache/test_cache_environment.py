@@ -1,5 +1,6 @@
 """A build whose compiler environment differs (CPATH finds another math.h) misses the cache
-instead of restoring the other environment's objects; the same environment hits."""
+instead of restoring the other environment's objects; the same environment hits, and its
+restored files have the modes a build gives them."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def build(project: Path, cache: Path, **extra_env: str) -> dict[str, str]:
     return {str(e["out"]): str(e["outcome"]) for e in entries}
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_a_cpath_change_misses_and_the_same_environment_hits(tmp_path: Path) -> None:
     project = tmp_path / "p"
     write_project(project)
@@ -40,6 +47,10 @@ def test_a_cpath_change_misses_and_the_same_environment_hits(tmp_path: Path) -> 
     assert set(first.values()) == {"ran"}
     again = build(project, cache)
     assert set(again.values()) == {"local"}
+    for name in ("tiny/cpu/include/tiny.h", "tiny/cpu/libtiny.so", "build.ninja"):
+        built, restored = (project / f"build-{i}" / name for i in (0, 1))
+        assert built.stat().st_mode == restored.stat().st_mode, name  # not mkstemp's 0600
+    assert (project / "build-0" / "build.ninja").stat().st_mode & 0o044 == 0o044 & ~_umask()
     other = build(project, cache, CPATH=str(headers))
     compiles = {out: how for out, how in other.items() if out.endswith(".o")}
     assert compiles and set(compiles.values()) == {"ran"}, other

@@ -240,3 +240,20 @@ def test_missing_outputs_are_user_errors(tmp_path: Path) -> None:
     )
     with pytest.raises(BuildgenError, match="graph output 'ghost' is not written by any node"):
         import_model(save(dangling, tmp_path, "b.onnx"), {})
+
+
+def test_an_opset_newer_than_the_onnx_package_is_refused(tmp_path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from buildgen.errors import BuildgenError
+    from buildgen.importer import import_model
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 99)])
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(BuildgenError, match="declares opset 99 .* knows opsets up to"):
+        import_model(tmp_path / "m.onnx", {})
