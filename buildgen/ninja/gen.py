@@ -15,6 +15,7 @@ from buildgen.cache.settings import (
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.fsutil import write_if_changed
 from buildgen.manifest import Manifest, load_manifest
+from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.build_dir import checked_build_dir
 from buildgen.ninja.context import current_context
@@ -22,6 +23,7 @@ from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
 from buildgen.targets import is_known_target, pool_depths, resolve_targets
+from buildgen.targets.manifest_targets import target_definition_problems
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,17 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     build.ninja is written last, so an interrupted gen never leaves a build.ninja that
     names option files which do not exist yet.
     """
-    manifest = load_manifest(manifest_path, is_known_target)
+    try:
+        manifest = load_manifest(manifest_path, is_known_target)
+    except BuildgenError as exc:
+        # The targets' own problems are found by resolving them, which needs a manifest
+        # that loads; report them now too rather than after the others are fixed.
+        seen = {(d.location, d.message) for d in exc.diagnostics}
+        extra = [d for d in target_definition_problems(Path(manifest_path))
+                 if (d.location, d.message) not in seen]
+        if not extra:
+            raise
+        raise BuildgenError(sort_diagnostics([*exc.diagnostics, *extra])) from None
     targets = resolve_targets(manifest)
     out_dir = checked_build_dir(Path(os.path.abspath(build_dir or manifest.build_dir)),
                                 manifest.root)

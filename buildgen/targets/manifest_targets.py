@@ -4,6 +4,9 @@ and whether buildgen can build them. Every problem is located in the manifest.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from buildgen.errors import BuildgenError, Diagnostic, error
 from buildgen.manifest import Manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
@@ -99,6 +102,28 @@ def resolve_targets(manifest: Manifest) -> dict[str, ResolvedTarget]:
         raise BuildgenError(sort_diagnostics(targets.problems))
     resolved = {name: targets.resolve(name) for name in [*targets.definitions, *used]}
     return {name: c.target for name, c in sorted(resolved.items()) if c is not None}
+
+
+def target_definition_problems(path: Path) -> list[Diagnostic]:
+    """The problems of a manifest's target definitions alone, for a manifest whose other
+    sections have problems too, so that one run reports both. Best effort: a manifest too
+    broken to read the targets from gives none (its own errors say why)."""
+    import contextlib
+
+    from buildgen.manifest import load_yaml
+    from buildgen.manifest.assemble import assemble
+
+    with contextlib.suppress(BuildgenError):
+        document = load_yaml(path)
+        data = document.data
+        if isinstance(data, dict) and isinstance(data.get("targets"), dict):
+            only_targets = {"buildgen": 1, "targets": data["targets"]}
+            manifest = assemble(only_targets, document.source_map, Path(os.path.abspath(path)))
+            targets = ManifestTargets(manifest)
+            for name in targets.definitions:
+                targets.resolve(name)
+            return list(targets.problems)
+    return []
 
 
 def resolve_manifest_target(manifest: Manifest, name: str) -> ResolvedTarget:

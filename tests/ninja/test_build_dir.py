@@ -81,3 +81,21 @@ def test_a_folder_buildgen_wrote_before_is_reused(tmp_path: Path,
     build = tmp_path / "p" / "build"
     assert gen(manifest, str(build), capsys)[0] == 0
     assert gen(manifest, str(build), capsys)[0] == 0
+
+
+def test_target_and_model_mistakes_are_reported_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = write_project(tmp_path / "p")
+    manifest.write_text(
+        "buildgen: 1\n"
+        "targets:\n"
+        "  cpu: {kind: composite, host: {kind: c, opt_levl: 3}}\n"
+        "  t3: {kind: c, threads: -1}\n"
+        "models:\n"
+        "  tiny: {source: models/tiny.onnx, inputs: {x: [2, 0]}, targets: [cpu, nope]}\n")
+    code, err = gen(manifest, str(tmp_path / "p" / "build"), capsys)
+    assert code != 0
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert [line.split(":")[1] for line in lines] == ["3", "4", "6", "6"], err
+    assert "opt_levl" in lines[0] and "threads" in lines[1] and "nope" in lines[3]
