@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = SUBCOMMANDS[top.command]
     rest: list[str] = top.args
     parser = argparse.ArgumentParser(prog=f"buildgen {top.command}", description=sub.help)
+    args = argparse.Namespace()
     try:
         module: CommandModule = importlib.import_module(sub.module)
         module.add_arguments(parser)
@@ -114,3 +115,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: said like an error, the traceback in a crash report
+        print(_internal_error(exc, top.command, args).render(), file=sys.stderr)
+        return 1
+
+
+def _internal_error(exc: Exception, command: str, args: argparse.Namespace) -> BuildgenError:
+    """The crash report goes to the build dir when the command has one, else here."""
+    import contextlib
+    from pathlib import Path
+
+    from buildgen.crash import internal_error
+
+    folder = Path.cwd()
+    if hasattr(args, "manifest") and hasattr(args, "build_dir"):
+        from buildgen.ninja.cli_common import resolve_build_dir
+
+        with contextlib.suppress(Exception):  # the manifest may be what is broken
+            folder = resolve_build_dir(args)
+    model = getattr(args, "model", None)
+    what = f"`buildgen {command}`" + (f" (model '{model}')" if isinstance(model, str) else "")
+    return internal_error(exc, what=what, source=None, folder=folder, name=f"buildgen-{command}")

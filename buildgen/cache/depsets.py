@@ -91,11 +91,11 @@ def _add(sets: list[DepSet], names: DepSet) -> list[DepSet]:
 
 
 def _blob_of(
-    entry: ActionResult | None, get_blob: Callable[[str], bytes | None]
+    entry: ActionResult | None, get_blob: Callable[[str, int], bytes | None]
 ) -> bytes | None:
     if entry is None or len(entry.outputs) != 1 or entry.outputs[0].path != DEPSETS_OUTPUT:
         return None
-    return get_blob(entry.outputs[0].digest)
+    return get_blob(entry.outputs[0].digest, entry.outputs[0].size)
 
 
 def _encode(sets: list[DepSet]) -> tuple[bytes, ActionResult]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildgen.cache import stats
+from buildgen.cache.store import open_lock
 
 LOW_WATER = 0.9
 _EVICTABLE = ("ac", "cas")
@@ -48,7 +49,7 @@ def evict(root: Path, limit: int) -> int | None:
     """Bring the store under `limit` bytes; returns its size afterwards, or None when
     another process is evicting already."""
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / "evict.lock", "a") as lock:
+    with open_lock(root / "evict.lock") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -133,6 +133,9 @@ class CachedAction:
         self.memo = Memo(settings.dir / "memo")
         self.remote = _open_remote(settings, build)
         self.added = 0  # bytes stored locally by this action
+        # The remote had an entry for this action that could not be restored (a blob missing
+        # or failing verification): after running, upload every output again, overwriting.
+        self.heal = False
         self.key: tuple[str, Sequence[tuple[str, str]]] | None = None  # (key, hidden) used
 
     def execute(self) -> tuple[str, int]:
@@ -179,7 +182,7 @@ class CachedAction:
         return None
 
     def _restore(self, key: str, where: str) -> bool:
-        fetch: Callable[[str], bytes | None]
+        fetch: Callable[[str, int], bytes | None]
         try:
             if where == "local":
                 result = self.store.get_action(key)
@@ -193,10 +196,13 @@ class CachedAction:
             files = tuple(f for f in result.outputs if f.path not in CONSOLE)
             if sorted(f.path for f in files) != sorted(map(str, self._names())):
                 return False
-            printed = {f.path: fetch(f.digest) for f in result.outputs if f.path in CONSOLE}
-            if None in printed.values():
-                return False
-            if not restore(ActionResult(files), fetch, self.spec.restat):
+            printed = {
+                f.path: fetch(f.digest, f.size) for f in result.outputs if f.path in CONSOLE
+            }
+            if None in printed.values() or not restore(
+                ActionResult(files), fetch, self.spec.restat
+            ):
+                self.heal = self.heal or where == "remote"
                 return False
             _echo(printed.get(CONSOLE[0]) or b"", printed.get(CONSOLE[1]) or b"")
             if where == "remote":  # keep what the remote gave: the next build finds it here
@@ -205,9 +211,9 @@ class CachedAction:
             return False
         return True
 
-    def _remote_blob(self, digest: str) -> bytes | None:
+    def _remote_blob(self, digest: str, size: int) -> bytes | None:
         assert self.remote is not None
-        data = self.remote.get_blob(digest)
+        data = self.remote.get_blob(digest, size)
         if data is not None:
             with contextlib.suppress(OSError):
                 self.added += self.store.put_blob(digest, data)
@@ -246,7 +252,7 @@ class CachedAction:
                 for output, data in collected:
                     if output.path in CONSOLE:
                         self.remote.put_blob(output.digest, data)
-                self.remote.upload_action(key, result, self.build)
+                self.remote.upload_action(key, result, self.build, force=self.heal)
         except (OSError, UnicodeDecodeError) as exc:
             print(f"buildgen cache: not stored ({exc})", file=sys.stderr)
 
@@ -302,4 +308,6 @@ def _open_remote(settings: CacheSettings, build: Path) -> RemoteCache | None:
         return None
     from buildgen.cache.remote import RemoteCache
 
-    return RemoteCache.from_settings(settings.remote, settings.read_only, build / REMOTE_STATE)
+    return RemoteCache.from_settings(
+        settings.remote, settings.read_only, build / REMOTE_STATE, settings.remote_timeout
+    )

@@ -1,17 +1,44 @@
 """Client of the Bazel HTTP remote-cache protocol: ``/ac/<key>`` and ``/cas/<sha256>``.
 
 Any server of that protocol works (bazel-remote, nginx with WebDAV, hosted caches). The
-server is trusted for nothing: every CAS body is checked against its sha256 (nginx does not
-verify what it stores), an AC entry must decode to sane outputs, and anything wrong is a miss.
+server is trusted for nothing: every CAS body is checked against its sha256 and the size the
+entry names (nginx does not verify what it stores), an AC entry must decode to sane outputs
+and be small, a body longer than expected is cut off unread, and anything wrong is a miss.
+Whatever text a server sends (a reason phrase, a bad status line) reaches the build log only
+as printable ASCII, shortened (``printable``): raw bytes would garble a terminal.
 
-A remote cache is an optimisation, so it never fails a build. The first network error of a
-build (refused, timeout, 5xx, auth) writes ``<state_dir>/remote-down``; every later call of the
-same build, in any process, sees the marker and skips the remote instead of waiting for its
-own timeout. Each action runs in its own process, so the object holds no mutable state: the
-marker and one file per event under ``<state_dir>/remote-events/`` (all written atomically)
-are what processes share, and ``remote_warnings`` turns them into the build summary's lines.
+A remote cache is an optimisation, so it never fails a build and never holds one up for
+long. Every request has a total deadline (``$BUILDGEN_REMOTE_CACHE_TIMEOUT`` seconds,
+default 60; connecting gets at most 2 s), not just a per-read timeout, so a server that
+drips a byte every few seconds costs one deadline. The first network error of a build
+(refused, timeout, reset, cut-off body, 5xx, auth) writes ``<state_dir>/remote-down`` and
+prints one warning line; every later request of the same process, and of every later action
+of the same build, sees the marker and skips the remote instead of waiting for its own
+timeout. Each action runs in its own process: the marker and one file per event under
+``<state_dir>/remote-events/`` (all written atomically) are what processes share, and
+``remote_warnings`` turns them into the build summary's lines; the object itself only
+remembers, for its own process, that the server is down and which blobs it served damaged.
+
+A blob the server served damaged (or an entry whose blobs could not be had) is healed: the
+action runs, and its fresh outputs are uploaded again, overwriting what the server holds
+(``upload_action(..., force=True)``), though a HEAD request says the server has them.
 
 Credentials are read from the environment or netrc at request time and kept nowhere else.
+
+A safe set-up. ``read_only`` is enforced by this client only: a job that holds write
+credentials can write whatever it likes, and whatever it writes every other build restores
+into its libraries. So the server must enforce who writes:
+
+- Give readers and writers separate credentials. Untrusted jobs (pull requests, forks,
+  developer machines) get read credentials only, or none, and set
+  ``BUILDGEN_REMOTE_CACHE_READ_ONLY=1``.
+- Make the server refuse their writes. With nginx, serve readers from a location that allows
+  nothing else: ``location / { limit_except GET HEAD { deny all; } }``; give writers another
+  server or location with ``dav_methods PUT`` behind ``auth_basic``. bazel-remote: run it
+  with ``--htpasswd_file`` (and without ``--allow_unauthenticated_reads`` where reads must
+  be private too), and hand the htpasswd user to trusted jobs only.
+- Only trusted branches (main, release branches, after review) write, from CI jobs whose
+  secrets a pull request cannot reach.
 """
 
 from __future__ import annotations
@@ -23,10 +50,13 @@ import http.client
 import netrc
 import os
 import re
+import socket
 import ssl
+import sys
+import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildgen.cache.model import ActionResult
@@ -38,13 +68,29 @@ ENV_HEADER = "BUILDGEN_REMOTE_CACHE_HEADER"  # a whole header: "Authorization: B
 ENV_TOKEN = "BUILDGEN_REMOTE_CACHE_TOKEN"  # sent as "Authorization: Bearer <token>"
 CONNECT_TIMEOUT = 2.0  # s: a cache that is slow to accept is as good as down
 READ_TIMEOUT = 30.0  # s between bytes, so a large library still downloads
+TOTAL_TIMEOUT = 60.0  # s for a whole request: a dripping server is as good as down
 DOWN_MARKER = "remote-down"
 EVENTS_DIR = "remote-events"
 # Builds driven by plain `ninja` never call reset_remote_state: an old marker expires instead.
 MARKER_TTL = 600.0  # s
+# buildgen's AC entries name a few outputs (a few hundred bytes): more is not an entry of ours.
+MAX_ACTION_BYTES = 1 << 20
+# A blob whose size nothing names (none of buildgen's lookups): a library is far smaller.
+MAX_BLOB_BYTES = 4 << 30
+MAX_SHOWN = 120  # characters of server-provided text in a message
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(\S[^\r\n]*)")
+_NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]+")
+_CHUNK = 1 << 16
+
+
+class _TooLarge(Exception):
+    """A response body longer than the caller's limit: read no further."""
+
+
+class _Truncated(http.client.HTTPException):
+    """A body that ended before its Content-Length: the connection was cut."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +100,21 @@ class RemoteCache:
     state_dir: Path
     connect_timeout: float = CONNECT_TIMEOUT
     read_timeout: float = READ_TIMEOUT
+    timeout: float = TOTAL_TIMEOUT  # the deadline of one whole request
+    # This process's memory (the state files are shared with the others): the server is
+    # down (a one-element list once it is), and the blobs it served that failed verification.
+    _down: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _damaged: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_settings(cls, url: str, read_only: bool, state_dir: Path) -> RemoteCache:
-        """Validate the URL and the credential settings now, so mistakes are errors, not misses."""
+    def from_settings(
+        cls, url: str, read_only: bool, state_dir: Path, timeout: float | None = None
+    ) -> RemoteCache:
+        """Validate the URL and the credential settings now, so mistakes are errors, not misses.
+
+        ``timeout`` (``$BUILDGEN_REMOTE_CACHE_TIMEOUT``) bounds each whole request; the
+        connect and per-read timeouts are never longer than it.
+        """
         # The messages never echo the URL: it may hold a secret in the wrong place.
         parts = urllib.parse.urlsplit(url.strip())
         if parts.username is not None or parts.password is not None:
@@ -77,13 +134,22 @@ class RemoteCache:
             raise _error("the remote cache URL's port is not a number in 1-65535") from None
         _auth_headers(parts.hostname, strict=True)
         base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-        return cls(base, read_only, Path(state_dir))
+        if timeout is None:
+            return cls(base, read_only, Path(state_dir))
+        if not timeout > 0:
+            raise _error("the remote cache timeout must be a positive number of seconds")
+        return cls(
+            base, read_only, Path(state_dir),
+            connect_timeout=min(CONNECT_TIMEOUT, timeout),
+            read_timeout=min(READ_TIMEOUT, timeout),
+            timeout=timeout,
+        )  # fmt: skip
 
     # -- the protocol ------------------------------------------------------------------------
 
     def get_action(self, key: str) -> ActionResult | None:
         """The AC entry for ``key``; None for a miss, an unusable entry, an unreachable server."""
-        body = self._get(f"/ac/{_checked(key)}")
+        body = self._get(f"/ac/{_checked(key)}", MAX_ACTION_BYTES)
         if body is None:
             return None
         try:
@@ -99,17 +165,20 @@ class RemoteCache:
         if not self.read_only:
             self._put(f"/ac/{_checked(key)}", encode_action_result(result))
 
-    def get_blob(self, digest: str) -> bytes | None:
-        """The blob's bytes if the server has them and they hash to ``digest``, else None."""
-        body = self._get(f"/cas/{_checked(digest)}")
+    def get_blob(self, digest: str, size: int | None = None) -> bytes | None:
+        """The blob's bytes if the server has them and they hash to ``digest`` (and are
+        ``size`` bytes long, when given: a longer body is not read past it), else None."""
+        limit = MAX_BLOB_BYTES if size is None else size
+        body = self._get(f"/cas/{_checked(digest)}", limit)
         if body is None:
             return None
         actual = hashlib.sha256(body).hexdigest()
-        if actual != digest:
+        if actual != digest or (size is not None and len(body) != size):
+            self._damaged.add(digest)
             self._record(
                 "corrupt", digest,
-                f"remote cache blob {digest} failed verification (its bytes hash to {actual}): "
-                "discarded, the action ran locally",
+                f"remote cache blob {digest} failed verification (its {len(body)} bytes hash "
+                f"to {actual}): discarded, the action ran locally",
             )  # fmt: skip
             return None
         return body
@@ -118,26 +187,36 @@ class RemoteCache:
         if not self.read_only:
             self._put(f"/cas/{_checked(digest)}", data)
 
-    def has_blob(self, digest: str) -> bool:
+    def has_blob(self, digest: str, size: int | None = None) -> bool:
+        """Whether the server says it has the blob (of ``size`` bytes, when it says a size)."""
         response = self._request("HEAD", f"/cas/{_checked(digest)}")
-        return response is not None and response[0] == 200
+        if response is None or response[0] != 200:
+            return False
+        return size is None or response[2] is None or response[2] == size
 
-    def upload_action(self, key: str, result: ActionResult, root: Path) -> None:
+    def upload_action(
+        self, key: str, result: ActionResult, root: Path, *, force: bool = False
+    ) -> None:
         """Upload the outputs (files under ``root``) the server lacks, then the AC entry.
 
         The entry goes last so no reader ever sees an entry whose blobs are missing. A blob
-        found corrupted during this build is re-uploaded even though the server has one.
+        found damaged during this build (in this process, or reported by another), one whose
+        size on the server is wrong, and with ``force`` every blob (the action ran because
+        what the server gave for it was unusable) is uploaded even though the server has one:
+        the new bytes overwrite the bad ones, so the cache heals.
         """
         if self.read_only or self.is_down():
             return
         for f in result.outputs:
-            if self._seen("corrupt", f.digest) or not self.has_blob(f.digest):
+            if force or self._was_damaged(f.digest) or not self.has_blob(f.digest, f.size):
                 self.put_blob(f.digest, (root / f.path).read_bytes())
         self.put_action(key, result)
 
     # -- shared state ------------------------------------------------------------------------
 
     def is_down(self) -> bool:
+        if self._down:
+            return True
         marker = self.state_dir / DOWN_MARKER
         try:
             return time.time() - marker.stat().st_mtime < MARKER_TTL
@@ -150,21 +229,36 @@ class RemoteCache:
     # The state files are reports: a build dir that cannot take them costs the report only.
 
     def _mark_down(self, reason: str) -> None:
-        if not self.is_down():  # the first failure names the cause; later ones add nothing
+        reason = printable(reason)
+        first = not self.is_down()  # the first failure names the cause; later ones add nothing
+        self._down.append(reason)
+        if first:
             with contextlib.suppress(OSError):
                 write_atomic(self.state_dir / DOWN_MARKER, f"{self.url}\t{reason}\n")
+            # One line in the build log (ninja shows it with the action that hit it).
+            with contextlib.suppress(OSError, ValueError):
+                print(
+                    f"buildgen cache: warning: remote cache {printable(self.url)} is "
+                    f"unreachable ({reason}): using the local cache only for a while",
+                    file=sys.stderr, flush=True,
+                )  # fmt: skip
 
     def _record(self, kind: str, subject: str, line: str) -> None:
         with contextlib.suppress(OSError):
-            write_atomic(self.state_dir / EVENTS_DIR / f"{kind}-{subject}", line + "\n")
+            write_atomic(
+                self.state_dir / EVENTS_DIR / f"{kind}-{subject}", printable(line, 400) + "\n"
+            )
 
     def _seen(self, kind: str, subject: str) -> bool:
         return (self.state_dir / EVENTS_DIR / f"{kind}-{subject}").exists()
 
+    def _was_damaged(self, digest: str) -> bool:
+        return digest in self._damaged or self._seen("corrupt", digest)
+
     # -- HTTP ----------------------------------------------------------------------------------
 
-    def _get(self, path: str) -> bytes | None:
-        response = self._request("GET", path)
+    def _get(self, path: str, limit: int) -> bytes | None:
+        response = self._request("GET", path, limit=limit)
         return response[1] if response is not None and response[0] == 200 else None
 
     def _put(self, path: str, data: bytes) -> None:
@@ -178,13 +272,16 @@ class RemoteCache:
             )
 
     def _request(
-        self, method: str, path: str, body: bytes | None = None
-    ) -> tuple[int, bytes] | None:
-        """(status, body) for 2xx, 404 and the per-entry PUT refusals; None once the server is down.
+        self, method: str, path: str, body: bytes | None = None, limit: int = 0
+    ) -> tuple[int, bytes, int | None] | None:
+        """(status, body, Content-Length) for 2xx, 404 and the per-entry PUT refusals; None
+        once the server is down, and for a GET body over ``limit`` bytes (a miss, reported).
 
-        Plain http.client rather than urllib: it lets the connect timeout (short) differ from
-        the read timeout (long enough for a large blob), and one connection per request is
-        all a process running one action needs.
+        Only a 200 GET's body is read. Plain http.client rather than urllib: it lets the
+        connect timeout (short) differ from the read timeout (long enough for a large blob),
+        and one connection per request is all a process running one action needs. A
+        watchdog thread shuts the socket down at the deadline, which ends any read at once:
+        a per-read timeout alone lets a server that drips bytes hold a request for ever.
         """
         if self.is_down():
             return None
@@ -200,25 +297,104 @@ class RemoteCache:
         headers = {"Connection": "close", **_auth_headers(host, strict=False)}
         if body is not None:
             headers["Content-Type"] = "application/octet-stream"
+        watchdog = _Watchdog(conn, self.timeout)
+        length: int | None = None
         try:
             conn.connect()
             if conn.sock is not None:
-                conn.sock.settimeout(self.read_timeout)
+                conn.sock.settimeout(min(self.read_timeout, self.timeout))
             conn.request(method, parts.path + path, body=body, headers=headers)
             response = conn.getresponse()
-            data = response.read()
             status, reason = response.status, response.reason
-        except (OSError, http.client.HTTPException) as e:  # socket/TLS errors are OSErrors
-            self._mark_down(f"{method} {path}: {_describe(e)}")
+            length = _content_length(response)
+            data = b""
+            if method == "GET" and status == 200:
+                data = _read_body(response, limit)
+        except _TooLarge:
+            what = f"{length} bytes" if length is not None else "a longer body"
+            self._record(
+                "too-large", path.rsplit("/", 1)[-1],
+                f"remote cache answered {method} {path} with {what}, more than the "
+                f"{limit} expected: not read, a miss",
+            )  # fmt: skip
+            return None
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            # Socket/TLS errors are OSErrors; ValueError: a header http.client cannot parse.
+            cause = f"no answer within {self.timeout:g} s" if watchdog.fired else _describe(e)
+            self._mark_down(f"{method} {path}: {cause}")
             return None
         finally:
+            watchdog.stop()
             conn.close()
         if 200 <= status < 300 or (status == 404 and method != "PUT"):
-            return status, data
+            return status, data, length
         if method == "PUT" and status in (400, 413):
-            return status, data
-        self._mark_down(f"{method} {path}: HTTP {status} {reason}")
+            return status, data, length
+        self._mark_down(f"{method} {path}: HTTP {status} {printable(reason, 60)}")
         return None
+
+
+class _Watchdog:
+    """Shuts ``conn``'s socket down after ``seconds`` unless stopped first."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float):
+        self.conn = conn
+        self.fired = False
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self.fired = True
+            sock = self.conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        """After this returns, the watchdog touches the connection no more (it may close)."""
+        with self._lock:
+            self._stopped = True
+        self._timer.cancel()
+
+
+def _content_length(response: http.client.HTTPResponse) -> int | None:
+    """The Content-Length the server sent (http.client says 0 for any HEAD), if a number."""
+    value = (response.getheader("Content-Length") or "").strip()
+    return int(value) if value.isdigit() and value.isascii() else None
+
+
+def _read_body(response: http.client.HTTPResponse, limit: int) -> bytes:
+    """The whole body, at most ``limit`` bytes (else _TooLarge); _Truncated when it ends
+    before its Content-Length."""
+    declared = response.length
+    if declared is not None and declared > limit:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = response.read(min(_CHUNK, limit - total + 1))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge
+    if declared is not None and total != declared:
+        raise _Truncated(f"the body ended after {total} of {declared} bytes")
+    return b"".join(chunks)
+
+
+def printable(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` as one line of printable ASCII (anything else becomes '?'), at most ``limit``
+    characters: server-provided text is shown in build logs and terminals only so."""
+    text = _NOT_PRINTABLE.sub("?", text)
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 def remote_warnings(state_dir: Path) -> list[str]:
@@ -226,16 +402,16 @@ def remote_warnings(state_dir: Path) -> list[str]:
     lines = []
     marker = Path(state_dir) / DOWN_MARKER
     with contextlib.suppress(OSError):
-        url, _, reason = marker.read_text().strip().partition("\t")
+        url, _, reason = marker.read_text(errors="replace").strip().partition("\t")
         lines.append(
-            f"remote cache {url} was unreachable ({reason}): "
+            f"remote cache {printable(url)} was unreachable ({printable(reason)}): "
             "the rest of the build used the local cache only"
         )
     events = Path(state_dir) / EVENTS_DIR
     if events.is_dir():
         for event in sorted(p for p in events.iterdir() if not p.name.startswith(".")):
             with contextlib.suppress(OSError):
-                lines.append(event.read_text().strip())
+                lines.append(printable(event.read_text(errors="replace").strip(), 400))
     return lines
 
 
@@ -311,9 +487,10 @@ def _validate(result: ActionResult) -> None:
 
 
 def _describe(e: BaseException) -> str:
+    """What went wrong, for a message: an exception's text may quote the server's bytes."""
     if isinstance(e, TimeoutError):
         return "timed out"
-    return str(e) or type(e).__name__
+    return printable(str(e) or type(e).__name__, 80)
 
 
 def _error(message: str, hint: str | None = None) -> BuildgenError:

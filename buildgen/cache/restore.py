@@ -17,12 +17,15 @@ from buildgen.cache.model import ActionResult
 from buildgen.fsutil import write_atomic
 
 
-def restore(result: ActionResult, fetch: Callable[[str], bytes | None], restat: bool) -> bool:
+def restore(
+    result: ActionResult, fetch: Callable[[str, int], bytes | None], restat: bool
+) -> bool:
     """Write `result`'s outputs (paths relative to the cwd, the build dir); False, with
-    nothing written, when a blob cannot be had."""
+    nothing written, when a blob cannot be had. `fetch(digest, size)` may refuse to read
+    more than `size` bytes."""
     staged: list[tuple[str, bytes, bool]] = []
     for output in result.outputs:
-        data = fetch(output.digest)
+        data = fetch(output.digest, output.size)
         if data is None or len(data) != output.size:
             return False
         staged.append((output.path, data, output.executable))

@@ -9,6 +9,9 @@ a command nor any action key depends on them. Environment variables (for CI) ove
     BUILDGEN_CACHE_MAX_SIZE=2GB        the local store's size limit (LRU eviction above it)
     BUILDGEN_REMOTE_CACHE=<url>        a Bazel-HTTP remote cache
     BUILDGEN_REMOTE_CACHE_READ_ONLY=1  read the remote cache, never write it
+    BUILDGEN_REMOTE_CACHE_TIMEOUT=60   seconds one remote request may take in all (connect,
+                                       send, answer); after the first one that fails, the
+                                       build stops asking the remote (remote.py)
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ ENV_DIR = "BUILDGEN_CACHE_DIR"
 ENV_MAX_SIZE = "BUILDGEN_CACHE_MAX_SIZE"
 ENV_REMOTE = "BUILDGEN_REMOTE_CACHE"
 ENV_READ_ONLY = "BUILDGEN_REMOTE_CACHE_READ_ONLY"
+ENV_REMOTE_TIMEOUT = "BUILDGEN_REMOTE_CACHE_TIMEOUT"
 
 _UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
           "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}  # fmt: skip
@@ -52,6 +56,7 @@ class CacheSettings:
     max_size: int  # bytes
     remote: str | None = None
     read_only: bool = False
+    remote_timeout: float | None = None  # s per remote request; None: the client's default
 
 
 def parse_size(text: str) -> int:
@@ -119,7 +124,21 @@ def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> C
         max_size=max_size,
         remote=str(remote) if remote else None,
         read_only=_flag(env, ENV_READ_ONLY, bool(section.get("read_only", False))),
+        remote_timeout=_seconds(env, ENV_REMOTE_TIMEOUT),
     )
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float | None:
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise SettingsError(f"${name}={env[name]!r}: expected a positive number of seconds")
+    return seconds
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildgen.cache.store import open_lock, read_regular
 from buildgen.fsutil import write_atomic
 
 STATS_FILE = "stats.json"
@@ -32,7 +33,7 @@ class Stats:
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / "stats.lock", "a") as lock:
+    with open_lock(root / "stats.lock") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -42,7 +43,10 @@ def _locked(root: Path) -> Iterator[None]:
 
 def _read(root: Path) -> dict[str, object]:
     try:
-        document = json.loads((root / STATS_FILE).read_text())
+        data = read_regular(root, (STATS_FILE,), limit=1 << 20)
+        if data is None:
+            raise OSError("no stats file")
+        document = json.loads(data)
         if document.get("format") == STATS_FORMAT:
             return dict(document)
     except (OSError, ValueError, AttributeError):

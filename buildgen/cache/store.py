@@ -10,16 +10,26 @@ reader sees a whole file or none. Nothing is ever trusted: a blob is checked aga
 name when read, and a missing or damaged file is a miss, never an error — another build
 sharing the folder may evict anything at any time. A hit touches what it read (its mtime
 is the least-recently-used clock eviction sorts by).
+
+Nor is the folder's content trusted to be plain files: reads go through `read_regular`,
+which opens without blocking and without following a symbolic link anywhere below the
+store's root, and takes only a regular file. A FIFO (a read of it would wait for ever), a
+device, a folder or a link planted where an entry or blob belongs is a miss, and the next
+store of that name replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
+from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from buildgen.cache.model import ActionResult, OutputFile
 from buildgen.fsutil import write_atomic
@@ -40,10 +50,12 @@ class LocalStore:
 
     def get_action(self, key: str) -> ActionResult | None:
         path = self._ac(key)
+        data = read_regular(self.root, ("ac", key[:2], _checked(key)))
+        if data is None:
+            return None
         try:
-            document = json.loads(path.read_bytes())
-            result = _decode(document)
-        except (OSError, ValueError, KeyError, TypeError):
+            result = _decode(json.loads(data))
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         _touch(path)
         return result
@@ -57,28 +69,29 @@ class LocalStore:
 
     # -- blobs -----------------------------------------------------------------------------
 
-    def get_blob(self, digest: str) -> bytes | None:
+    def get_blob(self, digest: str, size: int | None = None) -> bytes | None:
         path = self._cas(digest)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        data = read_regular(self.root, ("cas", digest[:2], _checked(digest)))
+        if data is None:
             return None
         if hashlib.sha256(data).hexdigest() != digest:
             # Damaged (a disk error, a hand edit): drop it so the next store replaces it.
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
+        if size is not None and len(data) != size:
+            return None  # the blob is right, the entry naming it is not
         _touch(path)
         return data
 
     def has_blob(self, digest: str) -> bool:
-        return self._cas(digest).is_file()
+        return _is_regular(self._cas(digest))
 
     def put_blob(self, digest: str, data: bytes) -> int:
         """Store `data` under `digest` unless present; returns the bytes written."""
         path = self._cas(digest)
-        if _touch(path):
-            return 0
+        if _is_regular(path) and _touch(path):
+            return 0  # anything else there (a FIFO, a link) is replaced
         self._ensure_tagged()
         write_atomic(path, data)
         return len(data)
@@ -97,10 +110,60 @@ class LocalStore:
             write_atomic(tag, _TAG)
 
 
+def read_regular(root: Path, parts: Sequence[str], limit: int | None = None) -> bytes | None:
+    """The bytes of the regular file `root`/`parts...`, or None: when it is missing or
+    unreadable, not a regular file (a FIFO is opened without blocking, then refused), longer
+    than `limit`, or reached through a symbolic link below `root` (`root` itself may be one)."""
+    nofollow = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    fds: list[int] = []
+    try:
+        fds.append(os.open(root, os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY))
+        for name in parts[:-1]:
+            fds.append(os.open(name, nofollow | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(parts[-1], nofollow | os.O_NONBLOCK, dir_fd=fds[-1]))
+        info = os.fstat(fds[-1])
+        if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
+            return None
+        chunks = []
+        while chunk := os.read(fds[-1], 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def open_lock(path: Path) -> IO[str]:
+    """Open (creating) a lock file of the store for appending, never blocking on a FIFO or
+    following a link planted there: anything but a regular file raises OSError."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _touch(path: Path) -> bool:
     """Mark `path` used now; False when it does not exist (evicted meanwhile)."""
     try:
-        os.utime(path)
+        if os.utime in os.supports_follow_symlinks:
+            os.utime(path, follow_symlinks=False)  # a link swapped in: its target is no entry
+        else:
+            os.utime(path)
     except FileNotFoundError:
         return False
     except OSError:

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from buildgen.cache.store import read_regular
 from buildgen.fsutil import write_atomic
 
 MEMO_FORMAT = 1
@@ -41,10 +42,10 @@ class Memo:
         text = json.dumps([MEMO_FORMAT, fingerprint], sort_keys=True)
         key = hashlib.sha256(text.encode()).hexdigest()
         path = self.folder / key[:2] / key
-        try:
-            return str(json.loads(path.read_text())["value"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        data = read_regular(self.folder, (key[:2], key), limit=1 << 20)
+        if data is not None:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                return str(json.loads(data)["value"])
         value = compute()
         # A read-only or full cache folder costs a probe next time, nothing more.
         with contextlib.suppress(OSError):

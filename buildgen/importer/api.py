@@ -71,7 +71,8 @@ def import_model(
         if info is not None:
             types[name] = info
     opset_imports = list(model.opset_import)
-    kept = fold(nodes, constants, types, inferred, opset_imports, path)
+    notes: dict[str, str] = {}
+    kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
 
     outputs = [o.name for o in onnx_graph.output]
     _check_outputs(
@@ -87,6 +88,7 @@ def import_model(
         nodes=kept,
         constants=constants,
         types=types,
+        fold_notes=notes,
     )
     graph, blob = build_graph(spec)
     verify_graph(graph)  # an importer bug must not reach later stages

@@ -9,7 +9,8 @@ piece, an out-of-range slice) that backends handle without touching memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,7 @@ class GraphSpec:
     nodes: Sequence[onnx.NodeProto]  # the kept nodes, topologically sorted
     constants: Mapping[str, np.ndarray]
     types: Mapping[str, TensorInfo]  # types of run-time inputs and of kept nodes' outputs
+    fold_notes: Mapping[str, str] = field(default_factory=dict)  # node -> why not folded
 
 
 def build_graph(spec: GraphSpec) -> tuple[Graph, bytes]:
@@ -55,6 +57,7 @@ def build_graph(spec: GraphSpec) -> tuple[Graph, bytes]:
     ]
     if bad_dtypes:
         raise _dtype_error(spec.source, bad_dtypes)
+    _check_element_counts(spec, nodes, {v.name: v.type.shape for v in values}, constants)
     ir_nodes = tuple(_node(n, spec.source) for n in nodes)
     weights, blob = pack_weights([(name, constants[name]) for name in weight_names])
     by_name = {v.name: v for v in values}
@@ -184,12 +187,44 @@ def _values(
     if dynamic:
         listed = "; ".join(dynamic[:_MAX_LISTED])
         more = f" (and {len(dynamic) - _MAX_LISTED} more)" if len(dynamic) > _MAX_LISTED else ""
+        unfolded = "".join(
+            f"; node '{name}' was not folded: {why}"
+            for name, why in list(spec.fold_notes.items())[:_MAX_LISTED]
+        )
         raise error(
             f"{spec.source}: tensors without a static shape after folding: {listed}{more}",
             hint="buildgen needs static shapes; data-dependent shapes (NonZero, Unique, ...) "
-            "are not supported",
+            f"are not supported{unfolded}",
         )
     return values, bad_dtypes
+
+
+# Ops whose output holds the elements of their input, rearranged at most. ONNX shape
+# inference does not check Reshape's element count: a model that gets it wrong is caught
+# here (folding used to catch it, but a failed fold now leaves the node to the backends).
+_SAME_COUNT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _check_element_counts(
+    spec: GraphSpec,
+    nodes: Sequence[onnx.NodeProto],
+    shapes: Mapping[str, tuple[int, ...]],
+    constants: Mapping[str, np.ndarray],
+) -> None:
+    for node in nodes:
+        if node.op_type not in _SAME_COUNT or node.domain not in ("", "ai.onnx"):
+            continue
+        source, result = node.input[0], node.output[0]
+        before = tuple(constants[source].shape) if source in constants else shapes[source]
+        after = shapes[result]
+        if prod(before) != prod(after):
+            why = spec.fold_notes.get(node.name)
+            raise error(
+                f"{spec.source}: node '{node.name}' ({node.op_type}) gives '{result}' shape "
+                f"{list(after)} ({prod(after)} elements) from '{source}' of shape "
+                f"{list(before)} ({prod(before)} elements)",
+                hint=f"the model is invalid; {why}" if why else "the model is invalid",
+            )
 
 
 def _describe(name: str, info: TensorInfo, nodes: Sequence[onnx.NodeProto]) -> str:

@@ -9,21 +9,33 @@ is rewritten into attributes). Kept nodes get static output types from ONNX infe
 re-run per node with the folded constants where whole-model inference had to give up.
 
 Ops are evaluated with onnx.reference's implementations (numpy code that follows the
-spec for every opset version), loaded once per op type.
+spec for every opset version), loaded once per op type. Folding is an optimization, never
+a reason to fail: a node the reference cannot evaluate (a missing variant, a bug in the
+reference code) stays in the graph for the backends, and `notes` records why.
+
+Folding must not blow up the weights file either: a result of more than _LARGE_BYTES that
+is more than _MAX_GROWTH times the weight bytes it was computed from (ConstantOfShape,
+Expand, Tile, Range of small inputs) is not stored. Its node stays and computes it at run
+time; the array is kept aside, so nodes that reduce it to something small (a shape, a
+scalar) still fold. A ConstantOfShape kept that way becomes Expand(value, shape), the same
+tensor through an op the backends share.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from buildgen.errors import error
 from buildgen.importer.shapes import TensorInfo, infer_node, info_from_array
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
+
+# A folded tensor above this size that grew from its weight inputs stays computed at run time.
+_LARGE_BYTES = 16 << 20
+_MAX_GROWTH = 4
 
 # Ops never folded: their result is not a function of their inputs (random), or they hold
 # subgraphs whose outer-scope reads the evaluator would not see.
@@ -50,26 +62,75 @@ def fold(
     inferred: dict[str, TensorInfo],
     opset_imports: Sequence[onnx.OperatorSetIdProto],
     source: Path,
+    notes: MutableMapping[str, str] | None = None,
 ) -> list[onnx.NodeProto]:
     """Fold what can be folded; return the nodes that remain, in order.
 
     `constants` gains the folded tensors. `types` must hold the run-time inputs and gains
-    the outputs of kept nodes (static where inference could tell).
+    the outputs of kept nodes (static where inference could tell). `notes` gains, per node
+    name, why a node whose inputs were all constant was not folded.
     """
     evaluator = _Evaluator(opset_imports, source)
+    known: dict[str, np.ndarray] = dict(constants)  # stored constants and large results
+    notes = {} if notes is None else notes
+    names = {*constants, *types, *(t for n in nodes for t in (*n.input, *n.output))}
     kept: list[onnx.NodeProto] = []
     for node in nodes:
         outputs = _fold_shape(node, types)
         if outputs is None:
-            outputs = evaluator.evaluate(node, constants)
+            outputs = evaluator.evaluate(node, known, notes)
         if outputs is not None:
-            for name, array in zip(node.output, outputs, strict=True):
-                if name:
-                    constants[name] = _as_inferred_dtype(array, inferred.get(name))
-            continue
+            arrays = {
+                name: _as_inferred_dtype(array, inferred.get(name))
+                for name, array in zip(node.output, outputs, strict=True)
+                if name
+            }
+            known.update(arrays)
+            large = _too_large(node, arrays, constants)
+            if large is None:
+                constants.update(arrays)
+                continue
+            notes[node.name] = large
+            node = _expand_of_constant_of_shape(node, constants, names)
         kept.append(node)
         types.update(_output_types(node, types, constants, inferred, opset_imports))
     return kept
+
+
+def _too_large(
+    node: onnx.NodeProto, arrays: Mapping[str, np.ndarray], constants: Mapping[str, np.ndarray]
+) -> str | None:
+    """Why the folded `arrays` should not be stored as weights, or None to store them."""
+    made = sum(a.nbytes for a in arrays.values())
+    spent = sum(constants[name].nbytes for name in node.input if name in constants)
+    if made <= _LARGE_BYTES or made <= _MAX_GROWTH * spent:
+        return None
+    return (
+        f"its {made} bytes of constants would be stored for {spent} bytes of weight inputs; "
+        "it is computed at run time instead"
+    )
+
+
+def _expand_of_constant_of_shape(
+    node: onnx.NodeProto, constants: MutableMapping[str, np.ndarray], names: set[str]
+) -> onnx.NodeProto:
+    """ConstantOfShape(shape) as Expand(value, shape): the same tensor, through an op the
+    backends run (the shape input stays a constant, as Expand needs)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx"):
+        return node
+    value = np.zeros((), np.float32)
+    for attr in node.attribute:
+        if attr.name == "value":
+            value = numpy_helper.to_array(attr.t).reshape(())
+    name, suffix = f"{node.output[0]}_fill", 1
+    while name in names:
+        name, suffix = f"{node.output[0]}_fill_{suffix}", suffix + 1
+    names.add(name)
+    constants[name] = value
+    return helper.make_node("Expand", [name, node.input[0]], list(node.output), node.name)
 
 
 def _fold_shape(node: onnx.NodeProto, types: MutableMapping[str, TensorInfo]) -> list[Any] | None:
@@ -144,9 +205,13 @@ class _Evaluator:
         }
 
     def evaluate(
-        self, node: onnx.NodeProto, constants: MutableMapping[str, np.ndarray]
+        self,
+        node: onnx.NodeProto,
+        constants: Mapping[str, np.ndarray],
+        notes: MutableMapping[str, str],
     ) -> list[np.ndarray] | None:
-        """The node's outputs, or None when it cannot be folded."""
+        """The node's outputs, or None when it cannot be folded (`notes` says why, when
+        the reference code failed on it)."""
         import numpy as np
 
         if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDABLE:
@@ -163,13 +228,10 @@ class _Evaluator:
         try:
             with np.errstate(all="ignore"):
                 results = op_class(node, self._run_params).run(*args)
-        except NotImplementedError:
-            return None  # the reference lacks this variant; the node stays in the graph
-        except Exception as exc:
-            raise error(
-                f"{self._source}: node '{node.name}' ({node.op_type}) fails on its constant "
-                f"inputs: {type(exc).__name__}: {exc}"
-            ) from exc
+        except Exception as exc:  # a variant the reference lacks, or a bug in it
+            # The node stays in the graph; a backend runs it (or says why it cannot).
+            notes[node.name] = f"folding it failed: {type(exc).__name__}: {exc}"
+            return None
         if not all(isinstance(r, np.ndarray | np.generic) for r in results):
             return None  # sequences and optionals are not tensors the IR can hold
         if len(results) < len(node.output):

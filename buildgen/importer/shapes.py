@@ -41,14 +41,36 @@ class TensorInfo:
 
 
 def info_from_type(type_proto: onnx.TypeProto) -> TensorInfo | None:
-    """TensorInfo of a tensor type, None for sequences, maps and optionals."""
+    """TensorInfo of a tensor type, None for sequences, maps and optionals.
+
+    A dim is dynamic (None) when it is symbolic (dim_param), missing, or negative: some
+    exporters (PaddlePaddle) write a dynamic dim as `dim_value: -1`.
+    """
     if type_proto.WhichOneof("value") != "tensor_type":
         return None
     tensor = type_proto.tensor_type
     if not tensor.HasField("shape"):
         return TensorInfo(tensor.elem_type, None)
-    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
-    return TensorInfo(tensor.elem_type, dims)
+    return TensorInfo(tensor.elem_type, tuple(_static_dim(d) for d in tensor.shape.dim))
+
+
+def _static_dim(dim: onnx.TensorShapeProto.Dimension) -> int | None:
+    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+
+
+def dynamic_dims_as_unknown(values: Sequence[onnx.ValueInfoProto]) -> list[onnx.ValueInfoProto]:
+    """Copies of `values` whose negative dims (`dim_value: -1`) are unknown dims instead,
+    which ONNX shape inference then fills in rather than rejects as a conflict."""
+    cleaned = []
+    for value in values:
+        copy = type(value)()
+        copy.CopyFrom(value)
+        if copy.type.WhichOneof("value") == "tensor_type":
+            for dim in copy.type.tensor_type.shape.dim:
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.Clear()
+        cleaned.append(copy)
+    return cleaned
 
 
 def info_from_array(array: np.ndarray) -> TensorInfo:
@@ -155,7 +177,7 @@ def infer_model(
     small = [t for t in graph.initializer if _numel(t) <= _INFERENCE_DATA_LIMIT]
     hidden = [t for t in graph.initializer if _numel(t) > _INFERENCE_DATA_LIMIT]
     declared = {i.name for i in graph.input}
-    inputs = list(graph.input) + [
+    inputs = dynamic_dims_as_unknown(graph.input) + [
         helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
         for t in hidden
         if t.name not in declared
@@ -164,7 +186,11 @@ def infer_model(
     # batch size, which would conflict with the shapes the manifest sets.
     slim = helper.make_model(
         helper.make_graph(
-            list(nodes), graph.name or "g", inputs, list(graph.output), initializer=small
+            list(nodes),
+            graph.name or "g",
+            inputs,
+            dynamic_dims_as_unknown(graph.output),
+            initializer=small,
         ),
         opset_imports=list(model.opset_import),
         ir_version=model.ir_version,

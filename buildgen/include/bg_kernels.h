@@ -58,6 +58,22 @@ typedef struct bg_epilogue {
 static inline float bg_erff(float x) { return erff(x); }
 static inline float bg_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float bg_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+/* Mod with fmod=0 on floats, as numpy's np.mod: the remainder takes the divisor's sign. */
+static inline float bg_mod_floorf(float a, float b)
+{
+    const float r = fmodf(a, b);
+    if (r == 0.0f) return copysignf(0.0f, b);
+    return (r < 0.0f) != (b < 0.0f) ? r + b : r;
+}
+/* The IEEE-754 bits of x, for IsNaN / IsInf: -ffast-math (-ffinite-math-only) lets the
+ * compiler assume no NaN or infinity exists and fold isnan()/isinf() to 0; tests on the bits
+ * are integer code it cannot fold away. */
+static inline uint32_t bg_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 static inline float bg_act_scalar(float v, const bg_epilogue *ep)
 {

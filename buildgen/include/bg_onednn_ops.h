@@ -389,4 +389,32 @@ static inline int bg_dnnl_lnorm(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     return bg_dnnl_unary(m, r, u, bg_dnnl_make_lnorm, n, extra, nextra, NULL, 0, what);
 }
 
+/* LRN across channels: ONNX's LRN with an odd size (alpha is divided by the size, as in
+ * ONNX; the window is centred on the channel). */
+typedef struct bg_dnnl_lrn_spec { long size; float alpha, beta, bias; } bg_dnnl_lrn_spec;
+
+static inline dnnl_status_t bg_dnnl_make_lrn(bg_dnnl_module *m, const void *spec,
+                                      const_dnnl_memory_desc_t src, const_dnnl_memory_desc_t dst,
+                                      const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd)
+{
+    const bg_dnnl_lrn_spec *l = (const bg_dnnl_lrn_spec *)spec;
+    return dnnl_lrn_forward_primitive_desc_create(
+        pd, m->engine, dnnl_forward_inference, dnnl_lrn_across_channels, src, dst, l->size,
+        l->alpha, l->beta, l->bias, attr);
+}
+
+/* Resampling of dims 2 onward (nearest or linear); the scales are dst's dims over src's. */
+typedef struct bg_dnnl_resampling_spec { int alg; } bg_dnnl_resampling_spec;
+
+static inline dnnl_status_t bg_dnnl_make_resampling(bg_dnnl_module *m, const void *spec,
+                                             const_dnnl_memory_desc_t src,
+                                             const_dnnl_memory_desc_t dst,
+                                             const_dnnl_primitive_attr_t attr,
+                                             dnnl_primitive_desc_t *pd)
+{
+    const bg_dnnl_resampling_spec *s = (const bg_dnnl_resampling_spec *)spec;
+    return dnnl_resampling_forward_primitive_desc_create(
+        pd, m->engine, dnnl_forward_inference, (dnnl_alg_kind_t)s->alg, NULL, src, dst, attr);
+}
+
 #endif

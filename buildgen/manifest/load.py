@@ -236,6 +236,7 @@ def _check_depth(text: str, file: str, lines: tuple[str, ...]) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 mark = event.start_mark
+                assert mark is not None  # the parser marks every event
                 raise BuildgenError(Diagnostic(
                     f"collections nested more than {MAX_DEPTH} deep",
                     SourceLocation(file, mark.line + 1, mark.column + 1), None,

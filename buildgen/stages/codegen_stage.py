@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildgen.errors import error
+from buildgen.errors import BuildgenError, error, in_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,17 +55,20 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
         from buildgen.partition.cost.records import load_records
 
         records = load_records(args.records)
-    if args.kernels_out:
-        # Backends declaring shared_kernels implement generate_with_kernels.
-        source, listing = backend.generate_with_kernels(  # type: ignore[attr-defined]
-            args.model, graph, partition, options, weights, records)
-        produced[args.kernels_out] = listing
-    elif records is not None:
-        # Backends declaring `tuning:` take the records.
-        source = backend.generate(  # type: ignore[call-arg]
-            args.model, graph, partition, options, weights, records=records)
-    else:
-        source = backend.generate(args.model, graph, partition, options, weights)
+    try:
+        if args.kernels_out:
+            # Backends declaring shared_kernels implement generate_with_kernels.
+            source, listing = backend.generate_with_kernels(  # type: ignore[attr-defined]
+                args.model, graph, partition, options, weights, records)
+            produced[args.kernels_out] = listing
+        elif records is not None:
+            # Backends declaring `tuning:` take the records.
+            source = backend.generate(  # type: ignore[call-arg]
+                args.model, graph, partition, options, weights, records=records)
+        else:
+            source = backend.generate(args.model, graph, partition, options, weights)
+    except BuildgenError as exc:  # say which model: a backend's message names only a node
+        raise in_file(exc, graph.source or args.graph) from exc
     # build.ninja named the file (and picked its compile rule) from the backend's declared
     # language at gen time; a backend producing something else must not slip through.
     expected = SOURCE_EXTENSIONS.get(source.language)

@@ -6,6 +6,10 @@ A stage module provides:
     run(args) -> dict[str, bytes|str]  every output's contents, computed before any write
 Computing everything first means a failure leaves no mix of new and old outputs; removing
 the old ones means ninja re-runs the action and nothing downstream trusts stale bytes.
+
+A bug (any exception that is not a BuildgenError) ends like an error too: one paragraph
+naming the model file, the stage and the node, with the traceback in a crash report in the
+build dir (the action's working directory; see buildgen.crash).
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from buildgen import __version__
@@ -65,10 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     stage.add_arguments(parser)
     args = parser.parse_args(top.stage_args)
-    return run_stage(stage, args)
+    return run_stage(stage, args, top.stage)
 
 
-def run_stage(stage: StageModule, args: argparse.Namespace) -> int:
+def run_stage(stage: StageModule, args: argparse.Namespace, name: str = "") -> int:
     declared = stage.outputs(args)
     try:
         contents = stage.run(args)
@@ -85,10 +91,44 @@ def run_stage(stage: StageModule, args: argparse.Namespace) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
+    except Exception as exc:  # a bug: located like an error, the traceback in a file
+        _remove(declared)
+        stage_name = name or getattr(stage, "__name__", "").rpartition(".")[2].removesuffix(
+            "_stage")
+        print(_internal_error(exc, stage_name, args, declared).render(), file=sys.stderr)
+        return 1
     except BaseException:
         _remove(declared)
-        raise  # a bug or an interrupt: the traceback is the report
+        raise  # an interrupt
     return 0
+
+
+def _internal_error(
+    exc: Exception, name: str, args: argparse.Namespace, declared: Sequence[str]
+) -> BuildgenError:
+    from buildgen.crash import internal_error
+
+    stage = name or "a"
+    about = [f"{key} '{value}'" for key in ("model", "backend", "kind")
+             if isinstance(value := getattr(args, key, None), str)]
+    what = f"the {stage} stage" + (f" ({', '.join(about)})" if about else "")
+    report = f"{stage}-{declared[0]}" if declared else stage
+    return internal_error(exc, what=what, source=_model_file(stage, args), folder=Path.cwd(),
+                          name=report)
+
+
+def _model_file(stage: str, args: argparse.Namespace) -> str | None:
+    """The ONNX file of the failing action: the import's --source, else the one named by
+    the graph.json it reads."""
+    if stage == "import":
+        return str(args.source)
+    graph = getattr(args, "graph", None)
+    if not isinstance(graph, str):
+        return None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        source = json.loads(Path(graph).read_text(encoding="utf-8")).get("source")
+        return str(source) if source else None
+    return None
 
 
 def _remove(paths: Sequence[str]) -> None:

@@ -26,7 +26,7 @@ class FakeRemote:
         if not self.read_only:
             self.ac[key] = result
 
-    def get_blob(self, digest: str) -> bytes | None:
+    def get_blob(self, digest: str, size: int | None = None) -> bytes | None:
         return self.cas.get(digest)
 
     def put_blob(self, digest: str, data: bytes) -> None:
@@ -36,11 +36,13 @@ class FakeRemote:
     def has_blob(self, digest: str) -> bool:
         return digest in self.cas
 
-    def upload_action(self, key: str, result: ActionResult, root: Path) -> None:
+    def upload_action(
+        self, key: str, result: ActionResult, root: Path, *, force: bool = False
+    ) -> None:
         if self.read_only:
             return
         for f in result.outputs:
-            if not self.has_blob(f.digest):
+            if force or not self.has_blob(f.digest):
                 self.put_blob(f.digest, (root / f.path).read_bytes())
         self.put_action(key, result)
 

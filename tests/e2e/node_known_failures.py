@@ -16,5 +16,17 @@ class KnownFailure:
     expect: str  # a substring of the failure's first error line
 
 
-# Empty: every qualifying node test builds and matches the reference and onnxruntime.
-KNOWN_FAILURES: dict[str, KnownFailure] = {}
+# align_corners downsampling by a scale whose product with the input length is not an
+# integer: the test's reference data divides by the fractional output width (scale * in
+# - 1, e.g. 0.6 * 4 - 1 = 1.4), the spec's `length_resized - 1` and onnxruntime by the
+# integer output length (2 - 1). buildgen follows the spec and matches onnxruntime.
+_ALIGN_CORNERS = KnownFailure(
+    "reference divides by the fractional output width in align_corners; buildgen and "
+    "onnxruntime use the integer output length, as the spec says",
+    "output 0 vs reference: mismatch",
+)
+
+KNOWN_FAILURES: dict[str, KnownFailure] = {
+    "test_resize_downsample_scales_cubic_align_corners": _ALIGN_CORNERS,
+    "test_resize_downsample_scales_linear_align_corners": _ALIGN_CORNERS,
+}

@@ -7,8 +7,11 @@ generate-data` uses), and written in the same layout: <name>/model.onnx and
 
 A test qualifies when every node is a default-domain op from SUPPORTED_OPS, every graph
 output and every intermediate is float32 (int64 allowed for intermediates, which is what
-Shape/Gather reshape logic computes), and every graph input is float32 or an int64
-shape/axes/indices operand (SHAPE_OPERANDS, INDEX_OPERANDS).
+Shape/Gather reshape logic computes), and every graph input is float32, an int64
+shape/axes/indices operand (SHAPE_OPERANDS, INDEX_OPERANDS), an int32 data operand
+(INT32_OPERANDS) or a bool condition (BOOL_OPERANDS). Bool results are taken from the
+ops in BOOL_RESULT_OPS (IsNaN, IsInf, comparisons, logic), int64 graph outputs from the
+ops in INT64_RESULT_OPS (ArgMax, ArgMin, TopK, Shape, Size).
 
 Node tests feed *everything* as graph inputs, including the shape and axes operands that
 real exporters emit as initializers. buildgen fixes shapes at build time, so for the
@@ -40,6 +43,23 @@ SUPPORTED_OPS = frozenset({
     "AveragePool", "GlobalAveragePool", "BatchNormalization", "LayerNormalization", "Softmax",
     "ReduceMean", "ReduceSum", "Reshape", "Flatten", "Transpose", "Concat", "Split", "Slice",
     "Gather", "Squeeze", "Unsqueeze", "Identity", "Constant", "Shape", "Cast",
+    "Pad", "LRN", "IsNaN", "IsInf", "GatherElements", "ScatterElements", "ScatterND", "Scatter",
+    "GatherND",
+    "LSTM", "GRU", "RNN",
+    "Resize", "Upsample",
+    "Abs", "Ceil", "Floor", "Round", "Sign", "Reciprocal", "Sin", "Cos", "Elu", "Selu", "Celu",
+    "Softplus", "Softsign", "Mish", "HardSigmoid", "HardSwish", "ThresholdedRelu", "PRelu",
+    "Max", "Min", "Mean", "Sum", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+    "And", "Or", "Xor", "Not", "Where", "Dropout", "Expand", "Tile", "Size", "ArgMax", "ArgMin",
+    "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceSumSquare", "GlobalMaxPool", "InstanceNormalization",
+    "LogSoftmax", "Mod", "CastLike", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+    "Acosh", "Atanh", "Swish", "Shrink", "Hardmax", "RMSNormalization", "LpNormalization",
+    "DepthToSpace", "SpaceToDepth", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+    "TopK", "LpPool", "GroupNormalization", "ReverseSequence", "CenterCropPad", "Det",
+    "EyeLike",
+    # folded to constants by the importer once the shapes are fixed
+    "ConstantOfShape", "Range",
 })
 # fmt: on
 
@@ -52,9 +72,48 @@ SHAPE_OPERANDS: dict[str, frozenset[int]] = {
     "Split": frozenset({1}),
     "ReduceMean": frozenset({1}),
     "ReduceSum": frozenset({1}),
+    **{op: frozenset({1}) for op in (
+        "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+        "ReduceLogSumExp", "ReduceSumSquare", "Expand", "Tile", "TopK",
+    )},
+    "ConstantOfShape": frozenset({0}),
+    "CenterCropPad": frozenset({1}),
+    "Pad": frozenset({1, 3}),
+    # roi, scales (float) and sizes; Resize-10 and Upsample-9 take scales as input 1
+    "Resize": frozenset({1, 2, 3}),
+    "Upsample": frozenset({1}),
 }
 # int64 operands that are data (they do not change shapes): stay run-time inputs.
-INDEX_OPERANDS: dict[str, frozenset[int]] = {"Gather": frozenset({1})}
+INDEX_OPERANDS: dict[str, frozenset[int]] = {
+    "Gather": frozenset({1}),
+    "GatherElements": frozenset({1}),
+    "GatherND": frozenset({1}),
+    "ScatterElements": frozenset({1}),
+    "ScatterND": frozenset({1}),
+    "Scatter": frozenset({1}),
+    "NegativeLogLikelihoodLoss": frozenset({1}),
+    "SoftmaxCrossEntropyLoss": frozenset({1}),
+    "Unsqueeze": frozenset({0}),  # class indices on their way to GatherElements
+    "ReverseSequence": frozenset({1}),
+    "Pow": frozenset({1}),  # an integer exponent
+}
+# Ops whose bool results (graph outputs or intermediates) the suite takes.
+BOOL_RESULT_OPS = frozenset({
+    "IsNaN", "IsInf", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or",
+    "Xor", "Not",
+})
+# bool operands that are data: stay run-time inputs.
+BOOL_OPERANDS: dict[str, frozenset[int]] = {"Where": frozenset({0})}
+# Ops whose int64 results (graph outputs) the suite takes.
+INT64_RESULT_OPS = frozenset({"ArgMax", "ArgMin", "TopK", "Shape", "Size"})
+# int32 operands that are data: stay run-time inputs (the recurrent ops' sequence_lens).
+INT32_OPERANDS: dict[str, frozenset[int]] = {
+    "LSTM": frozenset({4}),
+    "GRU": frozenset({4}),
+    "RNN": frozenset({4}),
+    "Pow": frozenset({1}),
+    "EyeLike": frozenset({0}),  # only its shape is read
+}
 
 
 @dataclass(frozen=True)
@@ -112,13 +171,22 @@ def _elem_type(value_info: onnx.ValueInfoProto) -> int | None:
     return value_info.type.tensor_type.elem_type
 
 
+def _bool_result(value: onnx.ValueInfoProto, bool_results: set[str]) -> bool:
+    import onnx
+
+    return _elem_type(value) == onnx.TensorProto.BOOL and value.name in bool_results
+
+
 def _dtype_problem(model: onnx.ModelProto) -> str | None:
     """None if the test's tensors have the dtypes buildgen's node suite covers, else why not."""
     import onnx
 
-    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    f32, i64, i32 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.INT32
     graph = model.graph
-    int64_operands = {**SHAPE_OPERANDS, **INDEX_OPERANDS}
+    int64_operands = {
+        op: SHAPE_OPERANDS.get(op, frozenset()) | INDEX_OPERANDS.get(op, frozenset())
+        for op in {*SHAPE_OPERANDS, *INDEX_OPERANDS}
+    }
     for value in graph.input:
         elem = _elem_type(value)
         if elem == f32:
@@ -128,13 +196,23 @@ def _dtype_problem(model: onnx.ModelProto) -> str | None:
         ]
         if elem == i64 and uses and all(i in int64_operands.get(op, ()) for op, i in uses):
             continue
+        if elem == i32 and uses and all(i in INT32_OPERANDS.get(op, ()) for op, i in uses):
+            continue
+        if elem == onnx.TensorProto.BOOL and uses and all(
+            i in BOOL_OPERANDS.get(op, ()) for op, i in uses
+        ):
+            continue
         return f"input {value.name!r} has elem_type {elem} used as {uses}"
+    bool_results = {x for n in graph.node if n.op_type in BOOL_RESULT_OPS for x in n.output}
+    int64_results = {x for n in graph.node if n.op_type in INT64_RESULT_OPS for x in n.output}
     for value in graph.output:
-        if _elem_type(value) != f32:
+        if _elem_type(value) == i64 and value.name in int64_results:
+            continue
+        if _elem_type(value) != f32 and not _bool_result(value, bool_results):
             return f"output {value.name!r} has elem_type {_elem_type(value)}"
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     for value in inferred.graph.value_info:
-        if _elem_type(value) not in (f32, i64):
+        if _elem_type(value) not in (f32, i64) and not _bool_result(value, bool_results):
             return f"intermediate {value.name!r} has elem_type {_elem_type(value)}"
     return None
 

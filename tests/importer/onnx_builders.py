@@ -1,21 +1,28 @@
 """Small ONNX models built in code, and a way back from the IR to ONNX to check numerics.
 
 Comparing onnxruntime on the original model with onnxruntime on the model rebuilt from the
-imported IR and weights shows that folding kept the model's meaning.
+imported IR and weights shows that folding kept the model's meaning; `build_models` and
+`library_outputs` go the whole way (`buildgen build`, then the library) for models whose
+trouble shows only there.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import onnx
+import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from buildgen.ir import Graph, Value
 from buildgen.ir.serialize import load_weights
 
+REPO = Path(__file__).resolve().parents[2]
 OPSET = 17
 F32 = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -131,3 +138,45 @@ def random_feeds(graph: Graph, seed: int = 1) -> dict[str, np.ndarray]:
         else:
             feeds[value.name] = rng.integers(0, 8, shape).astype(value.type.dtype.value)
     return feeds
+
+
+def build_models(
+    folder: Path,
+    models: Mapping[str, tuple[onnx.ModelProto, Mapping[str, Sequence[int]]]],
+    targets: Sequence[str] | Mapping[str, Sequence[str]] = ("c",),
+    composites: Mapping[str, Mapping[str, object]] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Save each (model, manifest inputs) as folder/<name>.onnx, write a BUILD.yaml building
+    it for `targets` (kinds, or names of `composites`; or per model name), and run
+    `buildgen build` into folder/build as the build's actions would (this checkout on
+    PYTHONPATH)."""
+    entries: dict[str, dict[str, object]] = {}
+    for name, (model, inputs) in sorted(models.items()):
+        onnx.save(model, folder / f"{name}.onnx")
+        wanted = targets[name] if isinstance(targets, Mapping) else targets
+        entries[name] = {"source": f"{name}.onnx", "targets": list(wanted)}
+        if inputs:
+            entries[name]["inputs"] = {k: list(v) for k, v in inputs.items()}
+    doc: dict[str, object] = {"buildgen": 1, "models": entries}
+    if composites:
+        doc["targets"] = {k: dict(v) for k, v in composites.items()}
+    manifest = folder / "BUILD.yaml"
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=True))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "buildgen", "build", "--manifest", str(manifest),
+               "--build-dir", str(folder / "build")]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+
+
+def library_outputs(
+    folder: Path, model: str, target: str, feeds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The outputs of folder/build/<model>/<target>/lib<model>.so on `feeds`."""
+    from buildgen import runtime
+
+    compiled = runtime.load(folder / "build" / model / target / f"lib{model}.so")
+    try:
+        return compiled.run(feeds)
+    finally:
+        compiled.close()

@@ -12,7 +12,7 @@ Everything else is its own unit. A node's result is materialized when it leaves 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,7 +41,9 @@ def plan_units(
             continue
         chain = [node]
         if fuse and node.op in EPILOGUE_ANCHORS:
-            chain += _epilogue_chain(ctx, node, index, region_outputs)
+            # A node joins one epilogue only: in `MatMul(a) + MatMul(b)` with M = 1 each
+            # result looks like the other's bias, and the first anchor takes the Add.
+            chain += _epilogue_chain(ctx, node, index, region_outputs, absorbed.keys())
         chains[node.name] = chain
         absorbed.update((n.name, node.name) for n in chain[1:])
 
@@ -70,31 +72,41 @@ def plan_units(
 
 
 def _sole_consumer(
-    ctx: LowerContext, tensor: str, index: dict[str, int], region_outputs: frozenset[str]
+    ctx: LowerContext,
+    tensor: str,
+    index: dict[str, int],
+    region_outputs: frozenset[str],
+    taken: Set[str],
 ) -> Node | None:
+    """The one reader of `tensor` in the region, unless another epilogue has `taken` it."""
     consumers = ctx.graph.consumers(tensor)
     if tensor in region_outputs or len(consumers) != 1 or consumers[0].name not in index:
         return None
-    return consumers[0]
+    return None if consumers[0].name in taken else consumers[0]
 
 
 def _epilogue_chain(
-    ctx: LowerContext, anchor: Node, index: dict[str, int], region_outputs: frozenset[str]
+    ctx: LowerContext,
+    anchor: Node,
+    index: dict[str, int],
+    region_outputs: frozenset[str],
+    taken: Set[str],
 ) -> list[Node]:
-    """[scale][bias Add][activation]: the nodes after `anchor` its epilogue can compute."""
+    """[scale][bias Add][activation]: the nodes after `anchor` its epilogue can compute,
+    leaving out those `taken` by an earlier anchor's epilogue."""
     if ctx.dtype(anchor.outputs[0]) != DType.FLOAT32:
         return []
     chain: list[Node] = []
     produced = anchor.outputs[0]
-    nxt = _sole_consumer(ctx, produced, index, region_outputs)
+    nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
     if nxt is not None and scale_of(ctx, anchor, nxt, produced) is not None:
         chain.append(nxt)
         produced = nxt.outputs[0]
-        nxt = _sole_consumer(ctx, produced, index, region_outputs)
+        nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
     if nxt is not None and bias_of(ctx, anchor, nxt, produced) is not None:
         chain.append(nxt)
         produced = nxt.outputs[0]
-        nxt = _sole_consumer(ctx, produced, index, region_outputs)
+        nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
     if nxt is not None and nxt.inputs[0] == produced and activation_of(ctx, nxt) is not None:
         chain.append(nxt)
     return chain

@@ -45,14 +45,25 @@ class OpEntry:
 @cache
 def op_table() -> Mapping[str, OpEntry]:
     from buildgen.backends.c.ops import (
+        center_crop_pad,
         conv_pool,
         conv_transpose,
+        det,
         elementwise,
+        eye_like,
+        gather_scatter,
         indexing,
+        loss,
+        lp_pool,
         matmul,
         norm,
+        pad,
+        recurrent,
         reduce,
+        resize,
+        reverse_sequence,
         shape_ops,
+        space_depth,
     )
 
     table: dict[str, OpEntry] = {}
@@ -65,6 +76,17 @@ def op_table() -> Mapping[str, OpEntry]:
         reduce,
         shape_ops,
         indexing,
+        pad,
+        gather_scatter,
+        recurrent,
+        resize,
+        loss,
+        space_depth,
+        lp_pool,
+        reverse_sequence,
+        center_crop_pad,
+        det,
+        eye_like,
     )
     for family in families:
         for entry in family.ENTRIES:

@@ -32,14 +32,20 @@ def plan_groups(
     tensor_bytes: Callable[[str], int],
     workspaces: Sequence[Workspace] = (),
     aliases: Mapping[str, str] | None = None,
+    side_outputs: Mapping[str, int] | None = None,
 ) -> MemoryPlan:
     """Offsets in env->scratch of every internal tensor and workspace. `aliases` maps a
     tensor to the (internal) tensor whose bytes it takes over when that one dies (an output
-    accumulated in place onto its residual): both then hold one buffer for both lifetimes."""
+    accumulated in place onto its residual): both then hold one buffer for both lifetimes.
+    `side_outputs` maps more tensors a group writes (an LSTM's Y_h) to its step."""
     aliases = dict(aliases or {})
     internal = set(internal_tensors(groups, io))
     first: dict[str, int] = {}
     last: dict[str, int] = {}
+    for name, step in (side_outputs or {}).items():
+        if name not in io.outputs:
+            internal.add(name)
+            first[name] = step
     for step, group in enumerate(groups):
         if group.output in internal:
             first[group.output] = step

@@ -1,9 +1,10 @@
 """The `onednn` backend: external codegen for the c host, through oneDNN's primitives.
 
-It takes Conv, MatMul and Gemm with the elementwise chain after them as post-ops, and the
-pooling, softmax and layer-normalization ops, and generates one C module per model whose
-create function builds every primitive once (weights reordered into the layouts the
-primitives prefer) and whose region functions only execute them. Threads and the fpmath
+It takes Conv, MatMul and Gemm with the elementwise chain after them as post-ops; the
+pooling, softmax, layer-normalization and LRN ops; the Resize / Upsample variants oneDNN's
+resampling reproduces; LSTM, GRU and RNN with constant weights. It generates one C module
+per model whose create function builds every primitive once (weights reordered into the
+layouts the primitives prefer) and whose region functions only execute them. Threads and the fpmath
 mode are target attributes; where oneDNN lives is found at gen (backends/libraries.py) and
 only reaches compile and link flags.
 """

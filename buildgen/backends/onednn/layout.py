@@ -25,8 +25,11 @@ from buildgen.ir import Graph
 from buildgen.partition.boundaries import RegionIO, region_io
 from buildgen.partition.model import Region
 
-LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool"))
-LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"))
+# LRN and resampling read any layout and write the one they read (dst `any`).
+LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool", "LRN", "Resize", "Upsample"))
+LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+                            "LRN", "Resize", "Upsample"))
+SIDE_OUTPUTS = frozenset(("LSTM", "GRU", "RNN"))  # anchors whose later outputs are tensors too
 CHANNEL_BLOCK = 16  # the widest channel block oneDNN uses for float32 (AVX-512)
 
 
@@ -125,12 +128,16 @@ def region_layout(graph: Graph, region: Region, blocked: bool = False) -> Region
     io = region_io(graph, region)
     groups = tuple(group_region(graph, region.nodes, RULES))
     names: list[str] = list(io.inputs)
-    for group in groups:
+    side: dict[str, int] = {}  # Y_h / Y_c of a recurrent group -> its step
+    for step, group in enumerate(groups):
         names += [t for t in group.reads(graph) if t not in names]
         names.append(group.output)
+        if group.anchor is not None and group.anchor.op in SIDE_OUTPUTS:
+            side.update((t, step) for t in group.anchor.outputs[1:] if t)
+    names += list(side)
     names = list(dict.fromkeys(names))
     internal = [t for t in names if t not in io.inputs and t not in io.outputs]
-    flexible = {t for t in internal if _flexible(t, graph, groups, io)}
+    flexible = {t for t in internal if t not in side and _flexible(t, graph, groups, io)}
 
     def size(tensor: str) -> int:
         if tensor in flexible:
@@ -138,7 +145,7 @@ def region_layout(graph: Graph, region: Region, blocked: bool = False) -> Region
         return graph.type_of(tensor).nbytes
 
     in_place = _in_place(graph, groups, flexible)
-    plan = plan_groups(graph, groups, io, size, aliases=in_place)
+    plan = plan_groups(graph, groups, io, size, aliases=in_place, side_outputs=side)
     c_names = Names()
     entries = []
     for name in names:

@@ -106,7 +106,7 @@ def matmul_block(ctx: Context, group: Group, node: Node) -> tuple[list[str], str
         fields += [("weights_tensor", ctx.layout.enum(b)), ("weights", "-1")]
     posts: list[Post] = []
     steps: list[Step] = list(group.steps)
-    alpha = _number(node, "alpha", 1.0) if gemm else 1.0
+    alpha = number_attr(node, "alpha", 1.0) if gemm else 1.0
     if alpha != 1.0 and constant:
         fields += [("scale", ctx.array("alpha", [alpha], "Gemm alpha, folded into the weights")),
                    ("channels", "1"), ("inner", "1")]
@@ -131,7 +131,7 @@ def matmul_block(ctx: Context, group: Group, node: Node) -> tuple[list[str], str
             f"bg_dnnl_matmul(m, r, &spec, {post_args}", notes)
 
 
-def _number(node: Node, name: str, default: float) -> float:
+def number_attr(node: Node, name: str, default: float) -> float:
     value = node.attr(name, default)
     assert isinstance(value, (int, float))
     return float(value)
@@ -143,7 +143,7 @@ def _gemm_c(ctx: Context, node: Node, shape_of: ShapeOf, n: int, after_posts: bo
     graph = ctx.graph
     none = [("bias", "NULL"), ("bias_offset", "-1")]
     c = node.inputs[2] if len(node.inputs) > 2 else ""
-    beta = _number(node, "beta", 1.0)
+    beta = number_attr(node, "beta", 1.0)
     if not c or beta == 0.0:
         return none, []
     shape = graph.type_of(c).shape

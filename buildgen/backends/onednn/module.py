@@ -19,6 +19,7 @@ from buildgen import __version__
 from buildgen.backends.c.cwriter import comment, shape_text
 from buildgen.backends.cpu_common.carrays import static_array_lines
 from buildgen.backends.onednn.layout import RegionLayout, TensorEntry, region_layout
+from buildgen.backends.onednn.rnn import RECURRENT
 from buildgen.backends.onednn.specs import Block, group_block
 from buildgen.codegen import cnames
 from buildgen.ir import Graph
@@ -165,6 +166,7 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
         "",
         '#include "buildgen_abi.h"',
         '#include "bg_onednn_ops.h"',
+        *(['#include "bg_onednn_rnn.h"'] if _has_rnn(regions) else []),
         "",
     ]
     body: list[str] = []
@@ -191,6 +193,11 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
         "}",
     ]
     return "\n".join([*head, *body, *tail]) + "\n"
+
+
+def _has_rnn(regions: Sequence[LoweredRegion]) -> bool:
+    return any(g.anchor is not None and g.anchor.op in RECURRENT
+               for r in regions for g in r.layout.groups)
 
 
 def _first_kernel(regions: Sequence[LoweredRegion], region: LoweredRegion) -> int:

@@ -16,8 +16,11 @@ from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step
 from buildgen.backends.cpu_common.values import bn_scale_shift, scalar_operand, weight
 from buildgen.backends.onednn.blocks import Block, Context, dims, posts_lines, spec
 from buildgen.backends.onednn.layout import RegionLayout, sum_step
-from buildgen.backends.onednn.matmul import matmul_block, padder
+from buildgen.backends.onednn.matmul import matmul_block, number_attr, padder
 from buildgen.backends.onednn.posts import BINARY_ALG, eltwise_of, linear_of, step_posts
+from buildgen.backends.onednn.resample import check_sampling
+from buildgen.backends.onednn.rnn import RECURRENT
+from buildgen.backends.onednn.rnn_block import rnn_block
 from buildgen.codegen import cnames
 from buildgen.ir import Graph, Node
 
@@ -112,6 +115,24 @@ def _pool(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[
     return lines, "bg_dnnl_unary(m, r, &spec, bg_dnnl_make_pool, &pool, NULL, 0, NULL, 0", []
 
 
+def _lrn(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    """LRN across channels: oneDNN's alpha is divided by the size, as ONNX's is."""
+    fields = [("size", str(node.attr("size"))),
+              *((name, float_literal(number_attr(node, name, default)))
+                for name, default in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))]
+    lines = [*spec("bg_dnnl_lrn_spec", fields, "lrn"),
+             *spec("bg_dnnl_unary_spec", _unary_fields(ctx, node.inputs[0], group, False))]
+    return lines, "bg_dnnl_unary(m, r, &spec, bg_dnnl_make_lrn, &lrn, NULL, 0, NULL, 0", []
+
+
+def _resample(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    alg = check_sampling(node, ctx.graph, ctx.weights)
+    lines = [*spec("bg_dnnl_resampling_spec", [("alg", alg)], "resampling"),
+             *spec("bg_dnnl_unary_spec", _unary_fields(ctx, node.inputs[0], group, False))]
+    return lines, ("bg_dnnl_unary(m, r, &spec, bg_dnnl_make_resampling, &resampling, NULL, 0, "
+                   "NULL, 0"), []
+
+
 def _two_d(shape: Sequence[int], axis: int) -> tuple[int, int]:
     return prod(shape[:axis]), prod(shape[axis:])
 
@@ -188,6 +209,12 @@ def group_block(group: Group, index: int, layout: RegionLayout, graph: Graph,
         body, call, notes = matmul_block(ctx, group, anchor)
     elif anchor.op in ("Softmax", "LogSoftmax", "LayerNormalization"):
         body, call, notes = _norm(ctx, group, anchor)
+    elif anchor.op == "LRN":
+        body, call, notes = _lrn(ctx, group, anchor)
+    elif anchor.op in ("Resize", "Upsample"):
+        body, call, notes = _resample(ctx, group, anchor)
+    elif anchor.op in RECURRENT:
+        body, call, notes = rnn_block(ctx, group, anchor)
     else:
         body, call, notes = _pool(ctx, group, anchor)
     first = group.first

@@ -1,23 +1,36 @@
 """What the onednn backend runs: Conv (1-D to 3-D), MatMul and Gemm with the elementwise
 chain after them fused as post-ops (bias, scale, residual sum, BatchNormalization, eltwise),
-and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax and
-LayerNormalization. Everything else declines, with the reason the partitioner reports."""
+and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax,
+LayerNormalization, LRN (across channels, odd sizes), the Resize / Upsample variants
+oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant weights and
+oneDNN's cells (rnn.py). Everything else declines, with the reason the
+partitioner reports."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from buildgen.backends.cpu_common.groups import ChainRules
+from buildgen.backends.onednn.resample import resample_reason
+from buildgen.backends.onednn.rnn import RECURRENT, SEQUENCE_LENS, rnn_reason
 from buildgen.ir import DType, Graph, Node
 
 MAX_DIMS = 12  # DNNL_MAX_NDIMS
 POOLS = frozenset(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"))
 NORMS = frozenset(("Softmax", "LogSoftmax", "LayerNormalization"))
 FUSABLE = frozenset(("Conv", "MatMul", "Gemm"))
+RESAMPLES = frozenset(("Resize", "Upsample"))
 
 
 def _float_reason(node: Node, graph: Graph) -> str | None:
-    for name in (*node.inputs, *node.outputs):
+    # Resize's roi / scales / sizes are constants read at codegen, of any type; an RNN's
+    # sequence_lens is int32.
+    names = [*node.inputs, *node.outputs]
+    if node.op in RESAMPLES:
+        names = [node.inputs[0], *node.outputs]
+    elif node.op in RECURRENT and len(node.inputs) > SEQUENCE_LENS:
+        names[SEQUENCE_LENS] = ""
+    for name in names:
         if name and graph.type_of(name).dtype != DType.FLOAT32:
             return f"{node.op} on {graph.type_of(name).dtype.value} (onednn runs float32 here)"
     return None
@@ -95,6 +108,17 @@ def _layer_norm(node: Node, graph: Graph) -> str | None:
     return _extra_outputs_reason(node, graph)
 
 
+def _lrn(node: Node, graph: Graph) -> str | None:
+    if not 3 <= _rank(graph, node.inputs[0]) <= 5:
+        return f"LRN of rank {_rank(graph, node.inputs[0])} (onednn runs 1-D to 3-D)"
+    size = node.attr("size", 0)
+    assert isinstance(size, int)
+    if size % 2 == 0:
+        return (f"LRN size={size} (even): oneDNN's window is symmetric, ONNX's reaches one "
+                "channel further up")
+    return None
+
+
 _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "Conv": _conv,
     "MatMul": _matmul,
@@ -103,6 +127,9 @@ _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "Softmax": _softmax,
     "LogSoftmax": _softmax,
     "LayerNormalization": _layer_norm,
+    "LRN": _lrn,
+    **{op: resample_reason for op in RESAMPLES},
+    **{op: rnn_reason for op in RECURRENT},
 }
 
 

@@ -131,8 +131,8 @@ def test_batchnorm_statistics_outputs_need_opset_14() -> None:
             ["x", "p"],
             ["y"],
             ("p",),
-            {"mode": "reflect"},
-            "Pad with mode 'reflect' not supported (constant only)",
+            {"mode": "symmetric"},
+            "Pad with mode 'symmetric' not supported (constant, reflect, edge, wrap only)",
         ),
         (
             "MaxPool",
@@ -215,11 +215,12 @@ def test_other_domains_are_not_implemented() -> None:
 
 
 def test_generate_refuses_a_declined_node() -> None:
-    node = ir_node("TopK", ["x", "k"], ["v", "i"])
-    types = {"x": (F32, (5,)), "k": (I64, (1,)), "v": (F32, (2,)), "i": (I64, (2,))}
-    graph = ir_graph([node], types, ["x"], ["v", "i"], ("k",))
+    node = ir_node("MaxUnpool", ["x", "k"], ["v"])
+    types = {"x": (F32, (1, 1, 2)), "k": (I64, (1, 1, 2)), "v": (F32, (1, 1, 4))}
+    graph = ir_graph([node], types, ["x", "k"], ["v"], ())
     with pytest.raises(
-        BuildgenError, match="cannot run node 'TopK_v' of region r0: op TopK not implemented"
+        BuildgenError,
+        match="cannot run node 'MaxUnpool_v' of region r0: op MaxUnpool not implemented",
     ):
         BACKEND.generate("m", graph, one_region(graph), {})
 

@@ -3,14 +3,16 @@
 Every expression reads its arguments (loop-local variables or literals) possibly more
 than once, so arguments are never expressions with side effects. NaN handling follows
 the comparison form (`x > 0 ? x : 0`) rather than fmaxf, so a NaN input stays NaN, as in
-onnxruntime.
+onnxruntime. CastLike is the one kernel here: its second input only names a dtype.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from buildgen.backends.c.cwriter import float_literal
+from buildgen.backends.c.cwriter import Code, float_literal
+from buildgen.backends.c.fused import kernel_stem
+from buildgen.backends.c.kernel import Kernel, LowerContext, Param
 from buildgen.backends.c.ops.common import (
     ANY,
     FLOAT,
@@ -30,6 +32,15 @@ Dtypes = Sequence["DType | None"]
 
 def _f(node: Node, name: str, default: float) -> str:
     return float_literal(float_attr(node, name, default))
+
+
+# The C math functions of these ops are their names in lower case: tanf, asinf, ...
+_TRIG = ("Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
+
+
+def _math_call(op: str) -> Callable[[Node], str]:
+    function = op.lower() + "f"
+    return lambda n: function + "({a})"
 
 
 # Float-only unary ops: templates over {a} and the node's float attributes.
@@ -74,6 +85,19 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
     ),
     "Mish": lambda n: "{a} * tanhf({a} > 0.0f ? {a} + log1pf(expf(-{a})) : log1pf(expf({a})))",
     "ThresholdedRelu": lambda n: "{a} > " + _f(n, "alpha", 1.0) + " ? {a} : 0.0f",
+    "Swish": lambda n: "{a} / (1.0f + expf(-" + _f(n, "alpha", 1.0) + " * {a}))",
+    "Shrink": lambda n: (
+        "{a} < "
+        + float_literal(-float_attr(n, "lambd", 0.5))
+        + " ? {a} + "
+        + _f(n, "bias", 0.0)
+        + " : ({a} > "
+        + _f(n, "lambd", 0.5)
+        + " ? {a} - "
+        + _f(n, "bias", 0.0)
+        + " : 0.0f)"
+    ),
+    **{op: _math_call(op) for op in _TRIG},
 }
 
 _GELU = {
@@ -122,11 +146,23 @@ def _expr_binary(node: Node, args: Args, dtypes: Dtypes) -> str:
         return f"{a} {_COMPARE[node.op]} {b}"
     if node.op in _LOGIC:
         return f"({a} != 0) {_LOGIC[node.op]} ({b} != 0)"
+    if node.op == "Mod":
+        return _mod(node, a, b, dtypes[0] == DType.FLOAT32)
     if node.op == "Pow":
         exponent = b if dtypes[1] == DType.FLOAT32 else f"(float){b}"
         return f"powf({a}, {exponent})"
     assert node.op == "PRelu"
     return f"{a} < 0.0f ? {a} * {b} : {a}"
+
+
+def _mod(node: Node, a: str, b: str, is_float: bool) -> str:
+    """fmod=1: the remainder takes the dividend's sign (C's fmodf and %); fmod=0: the
+    divisor's sign, as in Python."""
+    if int_attr(node, "fmod", 0):
+        return f"fmodf({a}, {b})" if is_float else f"{a} % {b}"
+    if is_float:
+        return f"bg_mod_floorf({a}, {b})"
+    return f"({a} % {b} != 0 && (({a} % {b} < 0) != ({b} < 0)) ? {a} % {b} + {b} : {a} % {b})"
 
 
 def _expr_variadic(node: Node, args: Args, dtypes: Dtypes) -> str:
@@ -174,12 +210,45 @@ def _expr_not(node: Node, args: Args, dtypes: Dtypes) -> str:
     return f"!{args[0]}"
 
 
+# IsNaN / IsInf test the bits (bg_kernels.h says why): the exponent all ones and the
+# mantissa non-zero for NaN, zero for an infinity; the sign bit tells +inf from -inf.
+_ISNAN = "(bg_f32_bits({a}) & 0x7fffffffu) > 0x7f800000u"
+_ISINF = {  # (detect_positive, detect_negative) -> test
+    (True, True): "(bg_f32_bits({a}) & 0x7fffffffu) == 0x7f800000u",
+    (True, False): "bg_f32_bits({a}) == 0x7f800000u",
+    (False, True): "bg_f32_bits({a}) == 0xff800000u",
+    (False, False): "((void){a}, 0)",  # detects nothing; still reads {a} (no unused local)
+}
+
+
+def _expr_isnan_isinf(node: Node, args: Args, dtypes: Dtypes) -> str:
+    assert args[0] is not None
+    if node.op == "IsNaN":
+        return _fill(_ISNAN, args[0])
+    positive = int_attr(node, "detect_positive", 1) != 0
+    negative = int_attr(node, "detect_negative", 1) != 0
+    return _fill(_ISINF[(positive, negative)], args[0])
+
+
 def _expr_cast(node: Node, args: Args, dtypes: Dtypes) -> str:
     target = _CAST_TO[int_attr(node, "to", 1)]
     a = args[0]
     if target == DType.BOOL:
         return f"{a} != 0"
     return f"({target.c_type}){a}"
+
+
+def _lower_cast_like(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """CastLike(x, like): Cast to the dtype of `like`, whose values are never read (so it
+    is a kernel of its own: in a fused group, `like` would be loaded per element)."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    target = ctx.dtype(y)
+    value = "X[i] != 0" if target == DType.BOOL else f"({target.c_type})X[i]"
+    code = Code()
+    code.line(f"for (int64_t i = 0; i < {ctx.graph.type_of(y).numel}; ++i) Y[i] = {value};")
+    params = (Param("X", x, ctx.dtype(x).c_type), Param("Y", y, target.c_type, True))
+    return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
 
 
 # ---------------------------------------------------------------- checks
@@ -215,6 +284,13 @@ def _check_pow(node: Node, graph: Graph) -> str | None:
     )
 
 
+def _check_mod(node: Node, graph: Graph) -> str | None:
+    float_mod = graph.type_of(node.inputs[0]).dtype == DType.FLOAT32
+    if float_mod and not int_attr(node, "fmod", 0) and graph.opset < 28:
+        return "Mod of float32 tensors with fmod=0 before opset 28 not supported (invalid)"
+    return _same_dtypes(node, graph, NUMERIC)
+
+
 def _check_where(node: Node, graph: Graph) -> str | None:
     return dtype_reason(node, graph, frozenset({DType.BOOL}), node.inputs[:1]) or _same_dtypes(
         Node(node.name, node.op, node.inputs[1:], node.outputs), graph, ANY
@@ -226,6 +302,10 @@ def _check_cast(node: Node, graph: Graph) -> str | None:
     if to not in _CAST_TO:
         return f"Cast to TensorProto data type {to} not supported"
     return dtype_reason(node, graph, ANY)
+
+
+def _check_cast_like(node: Node, graph: Graph) -> str | None:
+    return dtype_reason(node, graph, ANY, (node.inputs[0], *node.outputs))
 
 
 def _check_clip(node: Node, graph: Graph) -> str | None:
@@ -247,6 +327,7 @@ def _entries() -> tuple[OpEntry, ...]:
             OpEntry(op, "elementwise", _check(frozenset({DType.BOOL})), expr=_expr_binary)
         )
     entries.append(OpEntry("Pow", "elementwise", _check_pow, expr=_expr_binary))
+    entries.append(OpEntry("Mod", "elementwise", _check_mod, expr=_expr_binary))
     entries.append(OpEntry("PRelu", "elementwise", _check(FLOAT), expr=_expr_binary))
     for op in ("Max", "Min", "Sum"):
         entries.append(OpEntry(op, "elementwise", _check(NUMERIC), expr=_expr_variadic))
@@ -255,6 +336,11 @@ def _entries() -> tuple[OpEntry, ...]:
     entries.append(OpEntry("Where", "elementwise", _check_where, expr=_expr_where))
     entries.append(OpEntry("Not", "elementwise", _check(frozenset({DType.BOOL})), expr=_expr_not))
     entries.append(OpEntry("Cast", "elementwise", _check_cast, expr=_expr_cast))
+    entries.append(
+        OpEntry("CastLike", "kernel", _check_cast_like, lower=_lower_cast_like, handles_empty=True)
+    )
+    for op in ("IsNaN", "IsInf"):
+        entries.append(OpEntry(op, "elementwise", _check(FLOAT), expr=_expr_isnan_isinf))
     return tuple(entries)
 
 

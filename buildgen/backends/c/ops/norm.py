@@ -1,12 +1,15 @@
 """Normalizations and softmax: BatchNormalization (inference and training mode),
-LayerNormalization, InstanceNormalization, Softmax and LogSoftmax (both opset semantics)."""
+LayerNormalization, InstanceNormalization, GroupNormalization, RMSNormalization,
+MeanVarianceNormalization, LpNormalization, LRN, Softmax, LogSoftmax and Hardmax (both
+opset semantics)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from math import prod
 
-from buildgen.backends.c.cwriter import Code, float_literal
+from buildgen.backends.c.cwriter import Code, float_literal, linear
 from buildgen.backends.c.fused import kernel_stem
 from buildgen.backends.c.kernel import Kernel, LowerContext, Param
 from buildgen.backends.c.ops.common import (
@@ -14,9 +17,11 @@ from buildgen.backends.c.ops.common import (
     float_reason,
     input_at,
     int_attr,
+    ints_attr,
     normalize_axis,
     present,
 )
+from buildgen.backends.c.ops.reduce import plus, split_loops
 from buildgen.backends.c.registry import OpEntry
 from buildgen.ir import Graph, Node
 
@@ -165,6 +170,97 @@ def _lower_instancenorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     return _kernel(nodes, params, code)
 
 
+def _lower_groupnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """Each group of C / num_groups channels is normalized as one row; scale and bias are
+    per channel (opset 21) or per group (opset 18, where they hold num_groups values)."""
+    node = nodes[0]
+    x, scale, bias, y = node.inputs[0], node.inputs[1], node.inputs[2], node.outputs[0]
+    shape = ctx.shape(x)
+    c, groups, size = shape[1], int_attr(node, "num_groups", 1), prod(shape[2:])
+    per_group = c // groups
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    at = "c" if ctx.graph.type_of(scale).numel == c else "g"
+    code = Code()
+    with code.block(f"for (int64_t o = 0; o < {shape[0] * groups}; ++o)"):
+        code.line(f"const int64_t g = o % {groups};")
+        code.line(f"const float *x = X + o * {per_group * size};")
+        code.line(f"float *y = Y + o * {per_group * size};")
+        _normalize_rows(code, per_group * size, eps)
+        if at == "g":
+            code.line("const float a = inv * S[g], b = B[g] - mean * a;")
+            code.line(f"for (int64_t j = 0; j < {per_group * size}; ++j) y[j] = x[j] * a + b;")
+        else:
+            with code.block(f"for (int64_t k = 0; k < {per_group}; ++k)"):
+                code.line(f"const int64_t c = g * {per_group} + k;")
+                code.line("const float a = inv * S[c], b = B[c] - mean * a;")
+                code.line(
+                    f"for (int64_t j = k * {size}; j < (k + 1) * {size}; ++j) y[j] = x[j] * a + b;"
+                )
+    params = [
+        Param("X", x, "float"),
+        Param("S", scale, "float"),
+        Param("B", bias, "float"),
+        Param("Y", y, "float", True),
+    ]
+    return _kernel(nodes, params, code)
+
+
+def _lower_mvn(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """y = (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9) over `axes`, as the op's
+    function body computes it."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    shape = ctx.shape(x)
+    axes = sorted({normalize_axis(a, len(shape)) for a in ints_attr(node, "axes", (0, 2, 3))})
+    n = prod(shape[a] for a in axes)
+    k_ext, k_in, _, r_ext, r_in = split_loops(shape, axes)
+    code = Code()
+    with code.loops(k_ext, prefix="i") as ki:
+        base = linear(ki, k_in)
+        code.line("float sum = 0.0f, squares = 0.0f;")
+        with code.loops(r_ext, prefix="r") as ri:
+            code.line(f"const float v = X[{plus(base, linear(ri, r_in))}];")
+            code.line("sum += v;")
+            code.line("squares += v * v;")
+        code.line(f"const float mean = sum / {n}.0f;")
+        code.line(f"const float scale = 1.0f / (sqrtf(squares / {n}.0f - mean * mean) + 1e-9f);")
+        with code.loops(r_ext, prefix="r") as ri:
+            at = plus(base, linear(ri, r_in))
+            code.line(f"Y[{at}] = (X[{at}] - mean) * scale;")
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+def _lower_lrn(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """Local response normalization across channels, for any rank >= 2 (N, C, D1, ...):
+    y = x / (bias + alpha / size * s) ^ beta, where s sums the squares of x over the
+    channels [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] clipped to [0, C).
+    The sums build up in y, one neighbouring channel at a time."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    shape = ctx.shape(x)
+    n, c, spatial = shape[0], shape[1], prod(shape[2:])
+    size = int_attr(node, "size", 1)
+    before, after = (size - 1) // 2, size // 2
+    scale = float_literal(float_attr(node, "alpha", 1e-4) / size)
+    beta = float_literal(float_attr(node, "beta", 0.75))
+    bias = float_literal(float_attr(node, "bias", 1.0))
+    code = Code()
+    with code.loops((n, c), prefix="i") as (b, ch):
+        code.line(f"const int64_t first = {ch} < {before} ? 0 : {ch} - {before};")
+        code.line(f"const int64_t last = {ch} + {after} < {c} ? {ch} + {after} : {c - 1};")
+        code.line(f"const float *x = X + ({b} * {c} + {ch}) * {spatial};")
+        code.line(f"float *y = Y + ({b} * {c} + {ch}) * {spatial};")
+        code.line(f"for (int64_t j = 0; j < {spatial}; ++j) y[j] = 0.0f;")
+        with code.block("for (int64_t k = first; k <= last; ++k)"):
+            code.line(f"const float *xk = X + ({b} * {c} + k) * {spatial};")
+            code.line(f"for (int64_t j = 0; j < {spatial}; ++j) y[j] += xk[j] * xk[j];")
+        code.line(
+            f"for (int64_t j = 0; j < {spatial}; ++j) "
+            f"y[j] = x[j] / powf({bias} + {scale} * y[j], {beta});"
+        )
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
 def softmax_extents(node: Node, shape: Sequence[int], opset: int) -> tuple[int, int, int]:
     """(outer, n, inner): softmax runs over n elements spaced `inner` apart.
     Before opset 13 the input is flattened to 2-D at `axis` (default 1); from 13 on it runs
@@ -187,18 +283,92 @@ def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         base = f"{idx[0]} * {n * inner} + {idx[1]}" if inner > 1 else f"{idx[0]} * {n}"
         code.line(f"const float *x = X + {base};")
         code.line(f"float *y = Y + {base};")
-        code.line("float max = x[0], sum = 0.0f;")
+        # The sum runs in double: over a vocabulary (10^4-10^5 terms) a float sum drifts
+        # past 1e-4 relative from onnxruntime's.
+        code.line("float max = x[0];")
+        code.line("double sum = 0.0;")
         code.line(f"for (int64_t j = 1; j < {n}; ++j) max = x[{at}] > max ? x[{at}] : max;")
         if log:
             code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += expf(x[{at}] - max);")
-            code.line("const float shift = max + logf(sum);")
+            code.line("const float shift = max + (float)log(sum);")
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = x[{at}] - shift;")
         else:
             with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
                 code.line(f"y[{at}] = expf(x[{at}] - max);")
                 code.line(f"sum += y[{at}];")
-            code.line("const float scale = 1.0f / sum;")
+            code.line("const float scale = (float)(1.0 / sum);")
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] *= scale;")
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+@contextmanager
+def _lanes(code: Code, outer: int, n: int, inner: int) -> Iterator[str]:
+    """Loops over the lanes of an (outer, n, inner) tensor, each n elements spaced `inner`
+    apart; declares x and y at the lane's first element and yields the index of the j-th
+    element relative to them."""
+    loops = [(e, s) for e, s in ((outer, n * inner), (inner, 1)) if e > 1]
+    with code.loops([e for e, _ in loops], prefix="o") as names:
+        base = linear(names, [s for _, s in loops])
+        code.line(f"const float *x = X + {base};" if base != "0" else "const float *x = X;")
+        code.line(f"float *y = Y + {base};" if base != "0" else "float *y = Y;")
+        yield "j" if inner == 1 else f"j * {inner}"
+
+
+def _lower_rmsnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """y = x / sqrt(mean(x^2) + epsilon) * scale over the dims from `axis` on."""
+    node = nodes[0]
+    x, scale, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    shape = ctx.shape(x)
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    outer, n = prod(shape[:axis]), prod(shape[axis:])
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    s_idx = "j" if ctx.graph.type_of(scale).numel == n else "0"
+    code = Code()
+    with code.block(f"for (int64_t o = 0; o < {outer}; ++o)"):
+        code.line(f"const float *x = X + o * {n};")
+        code.line(f"float *y = Y + o * {n};")
+        code.line("float squares = 0.0f;")
+        code.line(f"for (int64_t j = 0; j < {n}; ++j) squares += x[j] * x[j];")
+        code.line(f"const float inv = 1.0f / sqrtf(squares / {n}.0f + {eps});")
+        code.line(f"for (int64_t j = 0; j < {n}; ++j) y[j] = x[j] * inv * S[{s_idx}];")
+    params = [Param("X", x, "float"), Param("S", scale, "float"), Param("Y", y, "float", True)]
+    return _kernel(nodes, params, code)
+
+
+def _lower_lpnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """y = x / ||x||_p along `axis` (p is 1 or 2)."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    shape = ctx.shape(x)
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    outer, n, inner = prod(shape[:axis]), shape[axis], prod(shape[axis + 1 :])
+    term = "fabsf(x[{at}])" if int_attr(node, "p", 2) == 1 else "x[{at}] * x[{at}]"
+    norm = "sum" if int_attr(node, "p", 2) == 1 else "sqrtf(sum)"
+    code = Code()
+    with _lanes(code, outer, n, inner) as at:
+        code.line("float sum = 0.0f;")
+        code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += {term.format(at=at)};")
+        code.line(f"const float norm = {norm};")
+        # a zero lane stays zero (not 0/0), as in the reference
+        code.line(
+            f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = norm == 0.0f ? 0.0f : x[{at}] / norm;"
+        )
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+def _lower_hardmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """1 at the first largest element along the softmax axis (same opset rules), 0 elsewhere."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    outer, n, inner = softmax_extents(node, ctx.shape(x), ctx.graph.opset)
+    best = "best" if inner == 1 else f"best * {inner}"
+    code = Code()
+    with _lanes(code, outer, n, inner) as at:
+        code.line("int64_t best = 0;")
+        with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
+            code.line(f"if (x[{at}] > x[{best}]) best = j;")
+            code.line(f"y[{at}] = 0.0f;")
+        code.line(f"y[{best}] = 1.0f;")
     return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
 
 
@@ -214,6 +384,14 @@ def _check_batchnorm(node: Node, graph: Graph) -> str | None:
     return float_reason(node, graph)
 
 
+def _check_lrn(node: Node, graph: Graph) -> str | None:
+    if graph.type_of(node.inputs[0]).rank < 2:
+        return "LRN of a tensor with rank < 2 not supported"
+    if int_attr(node, "size", 0) < 1:
+        return "LRN without a positive 'size' not supported"
+    return float_reason(node, graph)
+
+
 def _check_layernorm(node: Node, graph: Graph) -> str | None:
     shape = graph.type_of(node.inputs[0]).shape
     axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
@@ -223,6 +401,29 @@ def _check_layernorm(node: Node, graph: Graph) -> str | None:
             return (
                 f"LayerNormalization with scale/bias shape {graph.type_of(t).shape} not supported"
             )
+    return float_reason(node, graph)
+
+
+def _check_groupnorm(node: Node, graph: Graph) -> str | None:
+    shape = graph.type_of(node.inputs[0]).shape
+    groups = int_attr(node, "num_groups", 0)
+    if len(shape) < 3 or groups < 1 or shape[1] % groups:
+        return f"GroupNormalization of shape {shape} in {groups} groups not supported"
+    return float_reason(node, graph)
+
+
+def _check_rmsnorm(node: Node, graph: Graph) -> str | None:
+    shape = graph.type_of(node.inputs[0]).shape
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    if graph.type_of(node.inputs[1]).numel not in (1, prod(shape[axis:])):
+        shape = graph.type_of(node.inputs[1]).shape
+        return f"RMSNormalization with scale shape {shape} not supported"
+    return float_reason(node, graph)
+
+
+def _check_lpnorm(node: Node, graph: Graph) -> str | None:
+    if int_attr(node, "p", 2) not in (1, 2):
+        return f"LpNormalization with p={int_attr(node, 'p', 2)} not supported (1 or 2 only)"
     return float_reason(node, graph)
 
 
@@ -236,6 +437,12 @@ ENTRIES = (
     OpEntry("BatchNormalization", "kernel", _check_batchnorm, lower=_lower_batchnorm),
     OpEntry("LayerNormalization", "kernel", _check_layernorm, lower=_lower_layernorm),
     OpEntry("InstanceNormalization", "kernel", _check_instancenorm, lower=_lower_instancenorm),
+    OpEntry("LRN", "kernel", _check_lrn, lower=_lower_lrn),
+    OpEntry("GroupNormalization", "kernel", _check_groupnorm, lower=_lower_groupnorm),
+    OpEntry("MeanVarianceNormalization", "kernel", float_reason, lower=_lower_mvn),
     OpEntry("Softmax", "kernel", float_reason, lower=_lower_softmax),
     OpEntry("LogSoftmax", "kernel", float_reason, lower=_lower_softmax),
+    OpEntry("Hardmax", "kernel", float_reason, lower=_lower_hardmax),
+    OpEntry("RMSNormalization", "kernel", _check_rmsnorm, lower=_lower_rmsnorm),
+    OpEntry("LpNormalization", "kernel", _check_lpnorm, lower=_lower_lpnorm),
 )

@@ -1,5 +1,5 @@
-"""Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp) and
-ArgMax/ArgMin.
+"""Reductions (ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp),
+ArgMax/ArgMin and TopK.
 
 The kept dims form the outer loops (in output order, so the output is written
 contiguously whatever `keepdims` says) and the reduced dims the inner loops, so every
@@ -57,7 +57,7 @@ def reduce_axes(ctx: LowerContext, node: Node) -> tuple[int, ...]:
     return tuple(sorted({normalize_axis(a, rank) for a in axes}))
 
 
-def _split_loops(
+def split_loops(
     shape: Sequence[int], axes: Sequence[int]
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Coalesced (kept extents, their input strides, their output strides, reduced extents,
@@ -85,7 +85,7 @@ def _lower_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     n = prod(shape[a] for a in axes)
     if n == 0:
         return _lower_empty_reduce(ctx, nodes)
-    k_ext, k_in, k_out, r_ext, r_in = _split_loops(shape, axes)
+    k_ext, k_in, k_out, r_ext, r_in = split_loops(shape, axes)
     ctype = dtype.c_type
     with code.loops(k_ext, prefix="i") as ki:
         base = linear(ki, k_in)
@@ -98,7 +98,7 @@ def _lower_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
                 init = init.format(min=_INT_LIMITS[dtype][0], max=_INT_LIMITS[dtype][1])
             code.line(f"{ctype} acc = {init};")
             with code.loops(r_ext, prefix="r") as ri:
-                code.line(f"const {ctype} v = X[{_plus(base, linear(ri, r_in))}];")
+                code.line(f"const {ctype} v = X[{plus(base, linear(ri, r_in))}];")
                 code.line(update)
         code.line(f"Y[{linear(ki, k_out)}] = {final.format(n=n)};")
     return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
@@ -125,7 +125,11 @@ def _lower_empty_reduce(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     return Kernel(kernel_stem(nodes), tuple(nodes), (Param("Y", y, ctype, True),), code.lines)
 
 
-def _plus(a: str, b: str) -> str:
+def _times(index: str, stride: int) -> str:
+    return index if stride == 1 else f"{index} * {stride}"
+
+
+def plus(a: str, b: str) -> str:
     if a == "0":
         return b
     return a if b == "0" else f"{a} + {b}"
@@ -134,10 +138,10 @@ def _plus(a: str, b: str) -> str:
 def _log_sum_exp(code: Code, base: str, r_ext: Sequence[int], r_in: Sequence[int]) -> None:
     code.line("float max = -INFINITY, acc = 0.0f;")
     with code.loops(r_ext, prefix="r") as ri:
-        code.line(f"const float v = X[{_plus(base, linear(ri, r_in))}];")
+        code.line(f"const float v = X[{plus(base, linear(ri, r_in))}];")
         code.line("max = v > max ? v : max;")
     with code.loops(r_ext, prefix="r") as ri:
-        code.line(f"acc += expf(X[{_plus(base, linear(ri, r_in))}] - max);")
+        code.line(f"acc += expf(X[{plus(base, linear(ri, r_in))}] - max);")
 
 
 def _lower_arg(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
@@ -145,7 +149,7 @@ def _lower_arg(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     x, y = node.inputs[0], node.outputs[0]
     shape, dtype = ctx.shape(x), ctx.dtype(x)
     axis = normalize_axis(int_attr(node, "axis", 0), len(shape))
-    k_ext, k_in, k_out, _, _ = _split_loops(shape, (axis,))
+    k_ext, k_in, k_out, _, _ = split_loops(shape, (axis,))
     step = contiguous_strides(shape)[axis]
     better = ">" if node.op == "ArgMax" else "<"
     if int_attr(node, "select_last_index", 0):
@@ -157,11 +161,51 @@ def _lower_arg(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         code.line("int64_t arg = 0;")
         with code.block(f"for (int64_t r = 1; r < {shape[axis]}; ++r)"):
             code.line(
-                f"const {dtype.c_type} v = X[{_plus(base, f'r * {step}' if step != 1 else 'r')}];"
+                f"const {dtype.c_type} v = X[{plus(base, f'r * {step}' if step != 1 else 'r')}];"
             )
             code.line(f"if (v {better} best) {{ best = v; arg = r; }}")
         code.line(f"Y[{linear(ki, k_out)}] = arg;")
     params = (Param("X", x, dtype.c_type), Param("Y", y, "int64_t", True))
+    return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
+
+
+def _lower_topk(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """The k largest (or smallest) along `axis`, sorted, ties to the lower index: each
+    element is insertion-sorted into a k-long list that drops its last entry when full."""
+    node = nodes[0]
+    x, values, indices = node.inputs[0], node.outputs[0], node.outputs[1]
+    shape = ctx.shape(x)
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    n, k = shape[axis], ctx.shape(values)[axis]
+    outer, inner = prod(shape[:axis]), prod(shape[axis + 1 :])
+    better = ">" if int_attr(node, "largest", 1) else "<"
+    ctype = ctx.dtype(x).c_type
+    code = Code()
+    lanes = [(e, xs, ys) for e, xs, ys in ((outer, n * inner, k * inner), (inner, 1, 1)) if e > 1]
+    with code.loops([e for e, _, _ in lanes], prefix="o") as names:
+        x_base = linear(names, [xs for _, xs, _ in lanes])
+        y_base = linear(names, [ys for _, _, ys in lanes])
+        code.line(f"{ctype} best[{k}];")
+        code.line(f"int64_t at[{k}];")
+        code.line("int64_t count = 0;")
+        with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
+            code.line(f"const {ctype} v = X[{plus(x_base, _times('j', inner))}];")
+            code.line(f"if (count == {k} && !(v {better} best[{k - 1}])) continue;")
+            code.line(f"int64_t p = count < {k} ? count++ : {k - 1};")
+            with code.block(f"for (; p > 0 && v {better} best[p - 1]; --p)"):
+                code.line("best[p] = best[p - 1];")
+                code.line("at[p] = at[p - 1];")
+            code.line("best[p] = v;")
+            code.line("at[p] = j;")
+        with code.block(f"for (int64_t j = 0; j < {k}; ++j)"):
+            y_at = plus(y_base, _times("j", inner))
+            code.line(f"V[{y_at}] = best[j];")
+            code.line(f"I[{y_at}] = at[j];")
+    params = (
+        Param("X", x, ctype),
+        Param("V", values, ctype, True),
+        Param("I", indices, "int64_t", True),
+    )
     return Kernel(kernel_stem(nodes), tuple(nodes), params, code.lines)
 
 
@@ -179,10 +223,20 @@ def _check_arg(node: Node, graph: Graph) -> str | None:
     return dtype_reason(node, graph, NUMERIC, node.inputs)
 
 
+def _check_topk(node: Node, graph: Graph) -> str | None:
+    k_input = input_at(node, 1)
+    if not node.has_attr("k") and not k_input:
+        return "TopK without k not supported"
+    return constant_reason(node, graph, 1, "K") or dtype_reason(
+        node, graph, NUMERIC, node.inputs[:1] + node.outputs[:1]
+    )
+
+
 ENTRIES = tuple(
     OpEntry(op, "kernel", _check_reduce, lower=_lower_reduce, handles_empty=True)
     for op in (*_FLOAT_OPS, "ReduceLogSumExp")
 ) + (
     OpEntry("ArgMax", "kernel", _check_arg, lower=_lower_arg),
     OpEntry("ArgMin", "kernel", _check_arg, lower=_lower_arg),
+    OpEntry("TopK", "kernel", _check_topk, lower=_lower_topk),
 )

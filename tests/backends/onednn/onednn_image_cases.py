@@ -1,0 +1,190 @@
+"""Models with LRN, Resize and Upsample for the onednn tests: which nodes oneDNN must run
+and which must decline to the c host (by node name), built with the Builder of
+tests/backends/openblas/cpulib_cases.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from cpulib_cases import Builder, Case
+from onnx import numpy_helper
+
+
+def _floats(b: Builder, name: str, values: list[float]) -> str:
+    b.weights.append(numpy_helper.from_array(np.array(values, dtype=np.float32), name))
+    return name
+
+
+def int32s(b: Builder, name: str, values: list[int]) -> str:
+    b.weights.append(numpy_helper.from_array(np.array(values, dtype=np.int32), name))
+    return name
+
+
+def resize_node(b: Builder, x: str, name: str, scales: list[float] | None = None,
+            sizes: list[int] | None = None, **attrs: object) -> str:
+    inputs = [x, ""]
+    if scales is not None:
+        inputs.append(_floats(b, f"{name}_scales", scales))
+    else:
+        assert sizes is not None
+        inputs += ["", b.weights_int(f"{name}_sizes", sizes)]
+    return b.node("Resize", inputs, name, **attrs)
+
+
+def lrn_net() -> onnx.ModelProto:
+    """AlexNet's Conv -> Relu -> LRN -> MaxPool, and an LRN on the input."""
+    b = Builder("lrn_net")
+    x = b.input("x", [1, 8, 9, 9])
+    y = b.node("Conv", [x, b.weight("w", [8, 8, 3, 3])], "conv", pads=[1, 1, 1, 1])
+    y = b.node("Relu", [y], "relu")
+    y = b.node("LRN", [y], "lrn5", size=5, alpha=0.01, beta=0.75, bias=2.0)
+    b.outputs.append(b.node("MaxPool", [y], "y", kernel_shape=[2, 2], strides=[2, 2]))
+    b.outputs.append(b.node("LRN", [x], "lrn3", size=3))
+    return b.model()
+
+
+def resize_taken() -> onnx.ModelProto:
+    """Variants oneDNN's resampling reproduces, 1-D to 3-D."""
+    b = Builder("resize_taken")
+    x = b.input("x", [1, 3, 5, 7])
+    b.outputs.append(resize_node(b, x, "near_up2", scales=[1, 1, 2, 2]))
+    b.outputs.append(resize_node(b, x, "lin_sizes", sizes=[1, 3, 8, 4], mode="linear"))
+    b.outputs.append(resize_node(b, x, "lin_torch", scales=[1, 1, 3, 3], mode="linear",
+                             coordinate_transformation_mode="pytorch_half_pixel"))
+    b.outputs.append(resize_node(b, x, "near_asym", scales=[1, 1, 2, 3],
+                             coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    b.outputs.append(resize_node(b, x, "near_down_ceil", sizes=[1, 3, 5, 3],
+                             nearest_mode="round_prefer_ceil"))
+    v = b.input("v", [1, 2, 3, 4, 5])
+    b.outputs.append(resize_node(b, v, "lin_3d", scales=[1, 1, 2, 2, 2], mode="linear"))
+    s = b.input("s", [1, 4, 6])
+    b.outputs.append(resize_node(b, s, "near_1d", sizes=[1, 4, 12]))
+    # Inside a region: Conv -> Resize -> Conv, the resampled tensor stays channels-last.
+    y = b.node("Conv", [x, b.weight("w1", [4, 3, 3, 3])], "c1", pads=[1, 1, 1, 1])
+    y = resize_node(b, y, "mid", scales=[1, 1, 2, 2], mode="linear")
+    b.outputs.append(b.node("Conv", [y, b.weight("w2", [2, 4, 1, 1])], "c2"))
+    return b.model()
+
+
+def resize_declined() -> onnx.ModelProto:
+    """Variants whose sampling oneDNN cannot reproduce: the c host runs them."""
+    b = Builder("resize_declined")
+    x = b.input("x", [1, 3, 6, 8])
+    b.outputs.append(resize_node(b, x, "align", scales=[1, 1, 2, 2], mode="linear",
+                             coordinate_transformation_mode="align_corners"))
+    b.outputs.append(resize_node(b, x, "near_down_floor", sizes=[1, 3, 3, 4]))
+    b.outputs.append(resize_node(b, x, "lin_asym", scales=[1, 1, 2, 2], mode="linear",
+                             coordinate_transformation_mode="asymmetric"))
+    b.outputs.append(resize_node(b, x, "cubic", scales=[1, 1, 2, 2], mode="cubic"))
+    b.outputs.append(resize_node(b, x, "channels", sizes=[1, 6, 6, 8]))
+    return b.model()
+
+
+def upsample9() -> onnx.ModelProto:
+    """Upsample-9 (asymmetric): nearest by integer factors matches oneDNN, linear does not."""
+    b = Builder("upsample9", opset=9)
+    x = b.input("x", [1, 2, 4, 5])
+    b.outputs.append(b.node("Upsample", [x, _floats(b, "s2", [1, 1, 2, 3])], "near"))
+    b.outputs.append(b.node("Upsample", [x, _floats(b, "s2l", [1, 1, 2, 2])], "lin",
+                            mode="linear"))
+    return b.model()
+
+
+def resize_sweep() -> onnx.ModelProto:
+    """Every mode, coordinate mode and nearest mode over sizes that tie, round and clamp
+    differently; decline_reason decides which oneDNN runs (checked against onnxruntime)."""
+    b = Builder("resize_sweep")
+    x = b.input("x", [1, 2, 6, 7])
+    count = 0
+    for mode, nearest_modes in (("nearest", ("round_prefer_floor", "round_prefer_ceil",
+                                             "floor", "ceil")), ("linear", ("floor",))):
+        for coords in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric", "asymmetric"):
+            for nearest in nearest_modes:
+                for sizes in ([1, 2, 12, 14], [1, 2, 3, 7], [1, 2, 4, 5], [1, 2, 18, 21],
+                              [1, 2, 13, 1]):
+                    count += 1
+                    b.outputs.append(resize_node(
+                        b, x, f"s{count}", sizes=sizes, mode=mode, nearest_mode=nearest,
+                        coordinate_transformation_mode=coords))
+                count += 1
+                b.outputs.append(resize_node(
+                    b, x, f"s{count}", scales=[1, 1, 0.5, 3], mode=mode, nearest_mode=nearest,
+                    coordinate_transformation_mode=coords))
+    return b.model()
+
+
+SWEEP = Case("resize_sweep", resize_sweep, {"x": (1, 2, 6, 7)}, ("Resize",))
+# (case, nodes oneDNN runs, nodes the c host runs); node names are "/<output>".
+IMAGE_CASES = (
+    (Case("lrn_net", lrn_net, {"x": (1, 8, 9, 9)}, ("LRN", "Conv", "MaxPool")),
+     ("/lrn5", "/lrn3"), ()),
+    (Case("resize_taken", resize_taken,
+          {"x": (1, 3, 5, 7), "v": (1, 2, 3, 4, 5), "s": (1, 4, 6)}, ("Resize",)),
+     ("/near_up2", "/lin_sizes", "/lin_torch", "/near_asym", "/near_down_ceil", "/lin_3d",
+      "/near_1d", "/mid"), ()),
+    (Case("resize_declined", resize_declined, {"x": (1, 3, 6, 8)}, ()),
+     (), ("/align", "/near_down_floor", "/lin_asym", "/cubic", "/channels")),
+    (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
+)
+
+
+# ---- recurrent layers ----
+
+
+def recurrent_node(b: Builder, op: str, x: str, name: str, hidden: int, size: int,
+               inputs: tuple[str, ...] = (), outputs: int = 3, bias: bool = True,
+               **attrs: object) -> list[str]:
+    """An ONNX LSTM / GRU / RNN node with random constant W, R (and B); `inputs` are the
+    optional inputs after B (sequence_lens, initial_h, ...). Returns its output names."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    count = 2 if attrs.get("direction") == "bidirectional" else 1
+    w = b.weight(f"{name}_W", [count, gates * hidden, size], scale=0.5)
+    r = b.weight(f"{name}_R", [count, gates * hidden, hidden], scale=0.5)
+    bb = b.weight(f"{name}_B", [count, 2 * gates * hidden]) if bias else ""
+    names = [f"{name}_Y", f"{name}_Yh", f"{name}_Yc"][: outputs if op == "LSTM" else 2]
+    b.nodes.append(onnx.helper.make_node(op, [x, w, r, bb, *inputs], names, name=f"/{name}",
+                                         hidden_size=hidden, **attrs))
+    return names
+
+
+def recurrent_taken() -> onnx.ModelProto:
+    """LSTM, GRU (both kinds) and RNN variants oneDNN's cells run, forward, reverse and
+    bidirectional, with run-time, constant and left-out initial states."""
+    b = Builder("recurrent_taken")
+    x = b.input("x", [5, 2, 4])
+    h0, c0 = b.input("h0", [1, 2, 3]), b.input("c0", [1, 2, 3])
+    b.outputs += recurrent_node(b, "LSTM", x, "lstm", 3, 4, ("", h0, c0))
+    y, yh = recurrent_node(b, "LSTM", x, "bilstm", 3, 4, outputs=2, direction="bidirectional",
+                       bias=False)
+    b.outputs.append(y)
+    # Y_h feeds a MatMul inside the region: a side output planned in the arena.
+    b.outputs.append(b.node("MatMul", [yh, b.weight("proj", [3, 5])], "bilstm_proj"))
+    b.outputs += recurrent_node(b, "GRU", x, "gru", 3, 4, ("", b.weight("gh0", [1, 2, 3])))
+    b.outputs += recurrent_node(b, "GRU", x, "lbr", 3, 4, direction="bidirectional",
+                            linear_before_reset=1)
+    b.outputs += recurrent_node(b, "RNN", x, "rnn", 6, 4, direction="reverse")
+    b.outputs += recurrent_node(b, "RNN", x, "relu_rnn", 3, 4, activations=["Relu"])
+    lens = int32s(b, "lens", [5, 5])
+    b.outputs += recurrent_node(b, "GRU", x, "full_lens", 3, 4, (lens,))
+    return b.model()
+
+
+def recurrent_declined() -> onnx.ModelProto:
+    b = Builder("recurrent_declined")
+    x = b.input("x", [5, 2, 4])
+    b.outputs += recurrent_node(b, "LSTM", x, "clip", 3, 4, clip=0.5)
+    b.outputs += recurrent_node(b, "GRU", x, "acts", 3, 4, activations=["HardSigmoid", "Tanh"])
+    b.outputs += recurrent_node(b, "LSTM", x, "peep", 3, 4,
+                            ("", "", "", b.weight("peep_P", [1, 9])))
+    b.outputs += recurrent_node(b, "LSTM", x, "forget", 3, 4, input_forget=1)
+    return b.model()
+
+
+RECURRENT_CASES = (
+    (Case("recurrent_taken", recurrent_taken, {"x": (5, 2, 4), "h0": (1, 2, 3),
+                                               "c0": (1, 2, 3)}, ("LSTM", "GRU", "RNN")),
+     ("/lstm", "/bilstm", "/bilstm_proj", "/gru", "/lbr", "/rnn", "/relu_rnn", "/full_lens"),
+     ()),
+    (Case("recurrent_declined", recurrent_declined, {"x": (5, 2, 4)}, ()),
+     (), ("/clip", "/acts", "/peep", "/forget")),
+)

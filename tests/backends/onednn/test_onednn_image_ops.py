@@ -1,0 +1,155 @@
+"""LRN, Resize, Upsample, LSTM, GRU and RNN on the composite CPU target (c + onednn): the
+variants oneDNN reproduces run in onednn regions, the others decline to the c host with a
+reason naming the attribute, and every library agrees with onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cpulib_build import build_cases, check_case, composite, imported, one_region, source
+from cpulib_cases import Builder
+from onednn_image_cases import (
+    IMAGE_CASES,
+    RECURRENT_CASES,
+    SWEEP,
+    int32s,
+    recurrent_node,
+    resize_declined,
+    resize_node,
+    upsample9,
+)
+
+from buildgen.backends.libraries import ONEDNN_PIP, pip_onednn_prefix
+from buildgen.backends.onednn import OneDNNBackend
+from buildgen.errors import BuildgenError
+
+TARGET = composite("onednn", threads=1)
+CASES = (*IMAGE_CASES, *RECURRENT_CASES)
+
+
+def _placement(build_dir: Path, model: str) -> dict[str, str]:
+    """Node name -> the target of its region."""
+    partition = json.loads((build_dir / model / "lib" / "partition.json").read_text())
+    return {n: r["target"] for r in partition["regions"] for n in r["nodes"]}
+
+
+def _need_onednn() -> None:
+    pytest.importorskip("onnxruntime")
+    try:
+        pip_onednn_prefix()
+    except BuildgenError:
+        pytest.skip(f"oneDNN is not installed: {ONEDNN_PIP}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need_onednn()
+    return build_cases(tmp_path_factory.mktemp("onednn-image"), [c for c, _, _ in CASES],
+                       TARGET)
+
+
+@pytest.mark.parametrize("entry", CASES, ids=lambda e: e[0].name)
+def test_taken_on_onednn_declined_on_host_and_matches_onnxruntime(built: Path, entry) -> None:
+    case, on_onednn, on_host = entry
+    placement = _placement(built / "build", case.name)
+    assert {n: placement[n] for n in on_onednn} == {n: "onednn" for n in on_onednn}
+    assert {n: placement[n] for n in on_host} == {n: "c" for n in on_host}
+    check_case(built, case, "onednn")
+
+
+@pytest.mark.slow
+def test_sampling_sweep_matches_onnxruntime(tmp_path: Path) -> None:
+    """The Resize variants decline_reason takes (by comparing index and weight tables with
+    oneDNN's) run on oneDNN and agree with onnxruntime; the rest run on the host."""
+    _need_onednn()
+    folder = build_cases(tmp_path, [SWEEP], TARGET)
+    placement = _placement(folder / "build", SWEEP.name)
+    graph, _ = imported(SWEEP.make(), SWEEP.inputs, tmp_path)
+    backend = OneDNNBackend()
+    taken = {n.name for n in graph.nodes if backend.decline_reason(n, graph) is None}
+    assert 20 < len(taken) < len(graph.nodes)
+    assert {n for n, target in placement.items() if target == "onednn"} == taken
+    check_case(folder, SWEEP, "onednn")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["any", "plain"])
+def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
+    """LRN and resampling read and write blocked (any) or plain activations too."""
+    _need_onednn()
+    cases = [c for c, _, _ in IMAGE_CASES if c.name in ("lrn_net", "resize_taken")]
+    folder = build_cases(tmp_path, cases, composite("onednn", threads=1, activation_layout=layout))
+    for case in cases:
+        check_case(folder, case, "onednn")
+
+
+def test_generated_source_builds_the_primitives(built: Path) -> None:
+    text = source(built / "build", "lrn_net", "onednn")
+    assert "bg_dnnl_make_lrn, &lrn" in text and ".size = 5, .alpha = 0.01f" in text
+    text = source(built / "build", "resize_taken", "onednn")
+    assert ".alg = dnnl_resampling_nearest" in text and ".alg = dnnl_resampling_linear" in text
+
+
+def test_decline_reasons_name_the_attribute(tmp_path: Path) -> None:
+    backend = OneDNNBackend()
+    graph, _ = imported(resize_declined(), {"x": (1, 3, 6, 8)}, tmp_path)
+    reasons = {n.name: backend.decline_reason(n, graph) for n in graph.nodes}
+    assert reasons["/align"] == ("Resize coordinate_transformation_mode=align_corners: oneDNN "
+                                 "resampling has no such mode")
+    assert reasons["/near_down_floor"].startswith("Resize nearest_mode=round_prefer_floor: ")
+    assert "along axis 2 (6 -> 3)" in reasons["/near_down_floor"]
+    assert reasons["/lin_asym"].startswith("Resize coordinate_transformation_mode=asymmetric: ")
+    assert reasons["/cubic"].startswith("Resize mode=cubic: oneDNN resampling has no such mode")
+    assert "batch or channel" in reasons["/channels"]
+    graph, _ = imported(upsample9(), {"x": (1, 2, 4, 5)}, tmp_path)
+    near, lin = graph.nodes
+    assert backend.decline_reason(near, graph) is None
+    assert backend.decline_reason(lin, graph).startswith("Upsample mode=linear (asymmetric")
+
+
+def test_lrn_declines(tmp_path: Path) -> None:
+    backend = OneDNNBackend()
+    b = Builder("odd_lrns")
+    b.outputs.append(b.node("LRN", [b.input("flat", [2, 6])], "lrn2d", size=3))
+    b.outputs.append(b.node("LRN", [b.input("x", [1, 6, 4, 4])], "lrn4", size=4))
+    graph, _ = imported(b.model(), {"flat": (2, 6), "x": (1, 6, 4, 4)}, tmp_path)
+    flat, even = graph.nodes
+    assert "LRN of rank 2" in (backend.decline_reason(flat, graph) or "")
+    # onnxruntime has no even sizes either, so the c host's result is not compared here.
+    assert (backend.decline_reason(even, graph) or "").startswith("LRN size=4 (even): ")
+
+
+def test_recurrent_declines(tmp_path: Path) -> None:
+    """What onnxruntime cannot run either (so no build compares it): layout=1; and a
+    constant sequence_lens with shorter sequences, which fails at codegen with a hint."""
+    backend = OneDNNBackend()
+    b = Builder("recurrent_odd")
+    b.outputs += recurrent_node(b, "RNN", b.input("xb", [2, 5, 4]), "batch_first", 3, 4,
+                                layout=1)
+    b.outputs += recurrent_node(b, "GRU", b.input("x", [5, 2, 4]), "short", 3, 4,
+                                (int32s(b, "lens", [5, 3]),))
+    b.outputs += recurrent_node(b, "RNN", "x", "mixed", 3, 4, direction="bidirectional",
+                                activations=["Tanh", "Relu"])
+    graph, weights = imported(b.model(), {"xb": (2, 5, 4), "x": (5, 2, 4)}, tmp_path)
+    batch_first, short, mixed = graph.nodes
+    assert backend.decline_reason(batch_first, graph).startswith("RNN layout=1 (batch first)")
+    assert backend.decline_reason(mixed, graph).startswith("RNN activations=['Tanh', 'Relu']")
+    assert backend.decline_reason(short, graph) is None  # its values are read at codegen
+    partition = one_region(graph, "onednn", ["/short"])
+    with pytest.raises(BuildgenError, match=r"sequence_lens \[3, 5\]"):
+        backend.generate("m", graph, partition, {}, weights)
+
+
+def test_scales_that_are_not_out_over_in_fail_at_codegen(tmp_path: Path) -> None:
+    """decline_reason sees no weights and checks with out / in; codegen checks the constant
+    scales and names the node to pin when ONNX samples elsewhere (5 * 1.5 -> 7, not 7 / 5)."""
+    b = Builder("fractional")
+    x = b.input("x", [1, 2, 5, 5])
+    b.outputs.append(resize_node(b, x, "frac", scales=[1, 1, 1.5, 1.5], mode="linear"))
+    graph, weights = imported(b.model(), {"x": (1, 2, 5, 5)}, tmp_path)
+    backend = OneDNNBackend()
+    assert backend.decline_reason(graph.nodes[0], graph) is None
+    with pytest.raises(BuildgenError, match=r"scale 1.5 \(not out / in = 7 / 5\)"):
+        backend.generate("m", graph, one_region(graph, "onednn"), {}, weights)
