@@ -9,7 +9,6 @@ hide the others.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -20,6 +19,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 from corpus_models import CorpusModel, feeds, manifest_inputs, model_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from ninja_errors import first_errors  # noqa: E402 - one parser of ninja's failures
 
 REPO = Path(__file__).resolve().parents[2]
 # The two targets every model is built for: the `c` host as a new user gets it (no march),
@@ -69,30 +71,6 @@ def build_all(manifest: Path, build_dir: Path) -> tuple[subprocess.CompletedProc
          "--build-dir", str(build_dir), *libraries, "--", "-k", "0"],
         cwd=manifest.parent, env=env, capture_output=True, text=True, check=False)
     return result, first_errors(result.stdout + result.stderr)
-
-
-_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<outputs>.*)$")
-_PROGRESS = re.compile(r"^\[\d+/\d+\] ")
-
-
-def first_errors(ninja_output: str) -> dict[str, str]:
-    """Model name -> the first error line of its first failed action."""
-    errors: dict[str, str] = {}
-    lines = ninja_output.splitlines()
-    for i, line in enumerate(lines):
-        match = _FAILED.match(line)
-        if not match:
-            continue
-        model = match["outputs"].split("/", 1)[0].strip()
-        body = []
-        for follow in lines[i + 2:]:
-            if _FAILED.match(follow) or _PROGRESS.match(follow) or follow.startswith("ninja:"):
-                break
-            if follow.strip():
-                body.append(follow.strip())
-        flagged = [b for b in body if "error" in b.lower()]
-        errors.setdefault(model, (flagged or body or ["(no output)"])[0][:400])
-    return errors
 
 
 def library(build_dir: Path, model: str, target: str) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from ninja_errors import first_errors
 from node_known_failures import KNOWN_FAILURES
 from node_suite import NodeCase, Suite, generate_suite
 
@@ -76,34 +77,6 @@ def write_manifest(suite: Suite, path: Path) -> None:
     # TARGET is the bare kind name: the c host with its defaults, no definition needed.
     manifest = {"buildgen": 1, "models": models}
     path.write_text(yaml.safe_dump(manifest, sort_keys=True))
-
-
-_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<outputs>.*)$")
-_PROGRESS = re.compile(r"^\[\d+/\d+\] ")
-
-
-def first_errors(ninja_output: str) -> dict[str, str]:
-    """Model name -> the first line of its first failed action's output.
-
-    Ninja prints `FAILED: <outputs>`, the command line, then the command's output; every
-    output path of a model starts with `<model>/`.
-    """
-    errors: dict[str, str] = {}
-    lines = ninja_output.splitlines()
-    for i, line in enumerate(lines):
-        match = _FAILED.match(line)
-        if not match:
-            continue
-        model = match["outputs"].split("/", 1)[0].strip()
-        body = []
-        for follow in lines[i + 2 :]:
-            if _FAILED.match(follow) or _PROGRESS.match(follow) or follow.startswith("ninja:"):
-                break
-            if follow.strip():
-                body.append(follow.strip())
-        flagged = [b for b in body if "error" in b.lower()]
-        errors.setdefault(model, (flagged or body or ["(no output)"])[0])
-    return errors
 
 
 @pytest.fixture(scope="module")
