@@ -40,13 +40,9 @@ PASSING = E2E / "node_passing.txt"
 sys.path[:0] = [str(REPO), str(E2E)]
 
 from conftest import ort_session  # noqa: E402
+from node_build import build_case  # noqa: E402
 from node_suite import NodeCase, Suite, _quiet, generate_suite  # noqa: E402
-from test_node_tests import (  # noqa: E402
-    TARGET,
-    _runtime_input_shapes,
-    check_case,
-    library_relpath,
-)
+from test_node_tests import check_case  # noqa: E402
 
 # TensorProto element types an in-scope test may use: FLOAT, INT32, INT64, BOOL.
 _FLOAT, _INT32, _INT64, _BOOL = 1, 6, 7, 9
@@ -95,35 +91,17 @@ def _scope(case) -> Scoped:  # case: onnx.backend.test.case.test_case.TestCase
     return Scoped(case.name, tuple(ops), None)
 
 
-def _build_one(case: NodeCase, build_dir: Path) -> str | None:
-    """Build one test with the build's own stage functions (buildgen.stages: the ones the
-    build's actions call, and the same compile and link commands) in this process, then
-    check it as test_node_tests does. None if it passes, else the first error line."""
-    from buildgen import stages
-    from buildgen.errors import BuildgenError
-
-    shapes = _runtime_input_shapes(case)
-    if not all(d > 0 for dims in shapes.values() for d in dims):
-        shapes = {}  # as write_manifest: the zero-sized tests keep the model's shapes
-    errors = {}
-    try:
-        with _quiet():
-            model = stages.import_model(case.build_model_path, shapes, name=case.model_name)
-            target = stages.resolve_target(TARGET)
-            partition = stages.partition(model.graph, target, model=case.model_name)
-            out = build_dir / library_relpath(case).parent
-            stages.build_library(out, case.model_name, model, partition, target)
-    except BuildgenError as exc:
-        errors[case.model_name] = (str(exc).splitlines() or ["(no message)"])[0]
-    except Exception as exc:  # an internal error: the build's action would crash the same way
-        errors[case.model_name] = f"internal error: {type(exc).__name__}: {exc}".splitlines()[0]
+def _build_and_check_one(case: NodeCase, build_dir: Path) -> str | None:
+    """None if the test builds and passes, else its first error line."""
+    error = build_case(case, build_dir)
+    errors = {case.model_name: error} if error is not None else {}
     return check_case(case, build_dir, errors, ort_session).error
 
 
 def _build_and_check(cases: Sequence[NodeCase], work: Path, jobs: int) -> dict[str, str | None]:
     """test name -> None if it passes, else its first error."""
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {c.name: pool.submit(_build_one, c, work / "build") for c in cases}
+        futures = {c.name: pool.submit(_build_and_check_one, c, work / "build") for c in cases}
         return {name: future.result() for name, future in futures.items()}
 
 

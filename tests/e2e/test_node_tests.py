@@ -1,9 +1,9 @@
 """ONNX backend node tests: every qualifying test built by buildgen and run from Python.
 
-All qualifying tests (see node_suite.py) go into ONE generated manifest, one model per
-test, built by a single `buildgen build -- -k 0` so ninja compiles them in parallel and
-carries on past failures. Each library then runs on test_data_set_0's inputs and must
-match the reference outputs (the node tests' own rtol/atol) and onnxruntime's outputs.
+All qualifying tests (see node_suite.py) are built, one library per test, through the
+stage API in one worker process per core (node_build.py says why not as ninja actions).
+Each library then runs on test_data_set_0's inputs and must match the reference outputs
+(the node tests' own rtol/atol) and onnxruntime's outputs.
 A summary (tried, passed, failed with the first error line, ops not yet supported) is
 printed whatever the result.
 
@@ -22,12 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from ninja_errors import first_errors
+from node_build import build_cases, library_relpath
 from node_known_failures import KNOWN_FAILURES
 from node_suite import NodeCase, Suite, generate_suite
-
-TARGET = "c"
 
 
 @dataclass(frozen=True)
@@ -54,54 +52,11 @@ def selected(suite: Suite) -> Suite:
     return dataclasses.replace(suite, cases=cases)
 
 
-def _runtime_input_shapes(case: NodeCase) -> dict[str, list[int]]:
-    import onnx
-
-    graph = onnx.load(str(case.build_model_path)).graph
-    return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.input}
-
-
-def write_manifest(suite: Suite, path: Path) -> None:
-    models = {}
-    for case in suite.cases:
-        entry: dict[str, object] = {
-            "source": str(case.build_model_path.relative_to(path.parent)),
-            "targets": [TARGET],
-        }
-        shapes = _runtime_input_shapes(case)
-        # The manifest takes positive dims only; the models' shapes are static anyway, so
-        # zero-sized inputs (the "empty set" tests) simply keep the shapes the model declares.
-        if all(d > 0 for dims in shapes.values() for d in dims):
-            entry["inputs"] = shapes
-        models[case.model_name] = entry
-    # TARGET is the bare kind name: the c host with its defaults, no definition needed.
-    manifest = {"buildgen": 1, "models": models}
-    path.write_text(yaml.safe_dump(manifest, sort_keys=True))
-
-
 @pytest.fixture(scope="module")
-def built(selected: Suite, tmp_path_factory: pytest.TempPathFactory, buildgen_build):
-    """(build dir, model -> first error line) after one keep-going build of every test."""
-    suite = selected
-    manifest = suite.cases[0].root.parent / "node_tests.yaml"
-    write_manifest(suite, manifest)
+def built(selected: Suite, tmp_path_factory: pytest.TempPathFactory):
+    """(build dir, model -> first error line) after building every selected test."""
     build_dir = tmp_path_factory.mktemp("node-build")
-    # Only the shared libraries: the reports and static archives are not used here and
-    # would add about a quarter to the build time.
-    libraries = [str(library_relpath(c)) for c in suite.cases]
-    # The node tests check op semantics, not caching: with ~1,700 actions the cache's
-    # per-action wrapper process would add minutes (tests/cache covers the cache).
-    result = buildgen_build(
-        manifest, build_dir, ["-k", "0"], check=False, names=libraries, cache=False
-    )
-    errors = first_errors(result.stdout + result.stderr)
-    if result.returncode != 0 and not errors:
-        pytest.fail(f"buildgen build failed before building:\n{result.stdout}\n{result.stderr}")
-    return build_dir, errors
-
-
-def library_relpath(case: NodeCase) -> Path:
-    return Path(case.model_name, TARGET, f"lib{case.model_name}.so")
+    return build_dir, build_cases(selected.cases, build_dir)
 
 
 def _compare(ours: np.ndarray, expected: np.ndarray, case: NodeCase, what: str) -> str | None:
