@@ -29,4 +29,11 @@ _ALIGN_CORNERS = KnownFailure(
 KNOWN_FAILURES: dict[str, KnownFailure] = {
     "test_resize_downsample_scales_cubic_align_corners": _ALIGN_CORNERS,
     "test_resize_downsample_scales_linear_align_corners": _ALIGN_CORNERS,
+    # The int64 Range tests fold (their operands become initializers); this one's operands
+    # are float graph inputs, so its output length depends on run-time values.
+    "test_range_float_type_positive_delta": KnownFailure(
+        "Range on run-time float operands: the output's length depends on input values, "
+        "and shapes are static",
+        "op Range not implemented",
+    ),
 }

@@ -64,13 +64,14 @@ static void k2_softmax(const float *restrict X, float *restrict Y)
     for (int64_t o0 = 0; o0 < 4; ++o0) {
         const float *x = X + o0 * 10;
         float *y = Y + o0 * 10;
-        float max = x[0], sum = 0.0f;
+        float max = x[0];
+        double sum = 0.0;
         for (int64_t j = 1; j < 10; ++j) max = x[j] > max ? x[j] : max;
         for (int64_t j = 0; j < 10; ++j) {
             y[j] = expf(x[j] - max);
             sum += y[j];
         }
-        const float scale = 1.0f / sum;
+        const float scale = (float)(1.0 / sum);
         for (int64_t j = 0; j < 10; ++j) y[j] *= scale;
     }
 }
