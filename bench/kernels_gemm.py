@@ -6,8 +6,10 @@ layers, im2col'd convolutions) and square 256..1024.
 
 Both sides are timed in the same run, on the same buffers, best of several repeats; the
 last column is bg_sgemm / numpy. "prepacked" times bg_sgemm_prepacked with B packed
-beforehand (what the backend can do for constant weights). The timing loop runs inside C
-so ctypes overhead stays out. Other processes on the machine skew every column: rerun.
+beforehand (what the backend does for constant weights), and "% peak" sets it against
+the core's FMA peak measured in the same run (twelve independent FMA chains). The timing
+loop runs inside C so ctypes overhead stays out. Other processes on the machine skew every
+column: rerun.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ double bench_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, co
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
+/* The machine's single-core FP32 peak as this ISA reaches it: twelve independent 8-lane FMA
+ * chains (enough to cover two FMA pipes' latency), no memory traffic. Seconds for reps. */
+double bench_peak(int64_t reps, float *sink);
+double bench_peak(int64_t reps, float *sink)
+{
+    bg_v8f acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = BG_SPLAT8(1.0f + (float)i * 1e-3f);
+    const bg_v8f mul = BG_SPLAT8(0.999999f), add = BG_SPLAT8(1e-7f);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t r = 0; r < reps; ++r)
+        for (int i = 0; i < 12; ++i) acc[i] = BG_FMA8(acc[i], mul, add);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    float s = 0.0f;
+    for (int i = 0; i < 12; ++i) s += acc[i][0];
+    *sink = s;
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 size_t bench_packed_bytes(int64_t N, int64_t K);
 size_t bench_packed_bytes(int64_t N, int64_t K) { return bg_sgemm_packed_b_bytes(N, K); }
 
@@ -113,7 +134,16 @@ def build(tmp: Path) -> ctypes.CDLL:
     dll.bench_packed_bytes.restype = ctypes.c_size_t
     dll.bench_ws_bytes.argtypes = [i64, i64, i64]
     dll.bench_ws_bytes.restype = ctypes.c_size_t
+    dll.bench_peak.argtypes = [i64, ctypes.POINTER(ctypes.c_float)]
+    dll.bench_peak.restype = ctypes.c_double
     return dll
+
+
+def peak_gflops(dll: ctypes.CDLL, budget: float) -> float:
+    """Single-core FP32 GFLOP/s of back-to-back 8-lane FMAs: the ceiling bg_sgemm aims at."""
+    sink = ctypes.c_float()
+    seconds = best_seconds(lambda reps: float(dll.bench_peak(reps * 100_000, sink)), budget)
+    return 12 * 8 * 2 * 100_000 / seconds / 1e9
 
 
 def best_seconds(run: Callable[[int], float], budget: float) -> float:
@@ -161,12 +191,14 @@ def main() -> int:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
+        peak = peak_gflops(dll, budget)
+        print(f"single-core FMA peak (x86-64-v3): {peak:.1f} GFLOP/s")
         print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'prepacked':>10} "
-              f"{'numpy':>8} {'bg/numpy':>9}")  # fmt: skip
+              f"{'% peak':>7} {'numpy':>8} {'bg/numpy':>9}")  # fmt: skip
         for m, n, k, tb in SHAPES:
             bg, prepacked, numpy = measure(dll, m, n, k, tb, budget, rng)
             print(f"{m:>5} x{n:>5} x{k:>5} {tb:>6} {bg:>11.1f} {prepacked:>10.1f} "
-                  f"{numpy:>8.1f} {bg / numpy:>9.2f}")  # fmt: skip
+                  f"{100 * prepacked / peak:>6.0f}% {numpy:>8.1f} {bg / numpy:>9.2f}")  # fmt: skip
     return 0
 
 

@@ -76,6 +76,12 @@ class CompiledModel:
         if create(ctypes.byref(handle)) != 0:
             raise ModelError(f"{model}_create failed: {self._error(None)}")
         self._handle: ctypes.c_void_p | None = handle
+        cpu_isa = self._lib[f"{model}_cpu_isa"]
+        cpu_isa.argtypes = [ctypes.c_void_p]
+        cpu_isa.restype = ctypes.c_char_p
+        # The instruction set create picked for the host code ("x86-64-v3"), or the one the
+        # library was built for (its march), or "default".
+        self.cpu_isa: str = (cpu_isa(handle) or b"").decode()
 
     def _error(self, handle: ctypes.c_void_p | None) -> str:
         message = self._last_error(handle)

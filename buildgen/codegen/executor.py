@@ -18,7 +18,7 @@ from buildgen.codegen.placement import CUDA, Placement, plan_placement
 from buildgen.codegen.weights_asm import generate_weights_asm, weights_symbol
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition
-from buildgen.targets import get_kind
+from buildgen.targets import ResolvedTarget, get_kind
 from buildgen.targets.kinds import HOST_DEVICE
 
 ERROR_BYTES = 512
@@ -31,6 +31,54 @@ class ExecutorSources:
     weights_asm: str
     boundary_bytes: int  # host arena bytes for tensors passed between regions
     device_boundary_bytes: int = 0  # device arena bytes for them
+
+
+@dataclass(frozen=True)
+class IsaPlan:
+    """How the CPU modules were compiled. `variants`: backend -> the instruction-set levels
+    its module was compiled for, one object each, best last (rules' `isa_variants`); create
+    runs the best one the CPU supports. `pinned`: the host's one ISA otherwise (its march,
+    "" for the compiler's default)."""
+
+    variants: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    pinned: str = ""
+
+    def levels(self, backend: str) -> tuple[str, ...]:
+        return dict(self.variants).get(backend, ())
+
+
+# One compile per module, for the compiler's default ISA (what callers without a target get).
+ONE_ISA = IsaPlan()
+
+
+def isa_plan(target: ResolvedTarget) -> IsaPlan:
+    """The target's plan: its CPU backends' toolchains say which compile per level."""
+    variants = tuple(
+        (kind, tuple(v.level for v in target.toolchain(kind).variants))
+        for kind in target.backends
+        if get_kind(kind).device == HOST_DEVICE and target.toolchain(kind).variants
+    )
+    return IsaPlan(variants, target.toolchain(target.host_kind).pinned_isa)
+
+
+def isa_arguments(isa: IsaPlan) -> tuple[str, ...]:
+    """The executor stage's command-line form of `isa` (parse_isa_arguments reads it)."""
+    args: list[str] = []
+    for kind, levels in isa.variants:
+        args += ["--isa-variants", f"{kind}={','.join(levels)}"]
+    # An empty argument would not survive CMake's command lines: "" is left out.
+    return (*args, "--pinned-isa", isa.pinned) if isa.pinned else tuple(args)
+
+
+def parse_isa_arguments(variants: list[str] | None, pinned: str) -> IsaPlan:
+    pairs = (item.partition("=") for item in variants or ())
+    return IsaPlan(tuple((kind, tuple(levels.split(","))) for kind, _, levels in pairs), pinned)
+
+
+def _suffix(level: str) -> str:
+    from buildgen.targets.model import IsaVariant
+
+    return IsaVariant(level, ()).suffix
 
 
 def boundary_bytes(graph: Graph, partition: Partition) -> int:
@@ -85,61 +133,104 @@ def _table(model: str, kind: str, values: tuple[Value, ...]) -> list[str]:
     ]
 
 
-def _declarations(model: str, partition: Partition) -> list[str]:
+def _module_functions(partition: Partition, backend: str) -> list[tuple[str, str, str]]:
+    """(return type, name after M__<backend>_, parameters) of a module's functions."""
+    region = "bg_env *env, const void *const *in, void *const *out"
+    return [
+        ("int", "create", "bg_env *env"),
+        ("void", "destroy", "bg_env *env"),
+        *(("int", r.id, region) for r in partition.regions_for(backend)),
+    ]
+
+
+def _declarations(model: str, partition: Partition, isa: IsaPlan) -> list[str]:
     lines = [f"extern const unsigned char {weights_symbol(model)}[];"]
     for backend in partition.backends:
         p = f"{model}__{backend}"
-        lines += [
-            f"/* backend module {backend} */",
-            f"extern const size_t {p}_scratch_bytes;",
-            f"int {p}_create(bg_env *env);",
-            f"void {p}_destroy(bg_env *env);",
-        ]
-        for r in partition.regions_for(backend):
-            lines.append(f"int {p}_{r.id}(bg_env *env, const void *const *in, void *const *out);")
+        levels = isa.levels(backend)
+        if not levels:
+            lines += [f"/* backend module {backend} */", f"extern const size_t {p}_scratch_bytes;"]
+            lines += [f"{t} {p}_{f}({a});" for t, f, a in _module_functions(partition, backend)]
+            continue
+        lines += _variant_table(p, partition, backend, levels)
     return lines
 
 
-def _struct(model: str, partition: Partition, plan: Placement) -> list[str]:
+def _variant_table(p: str, partition: Partition, backend: str, levels: tuple[str, ...],
+                   ) -> list[str]:
+    """A module compiled once per ISA level: every variant's functions, and a table of them
+    (best level first) that create picks a row of."""
+    functions = _module_functions(partition, backend)
+    best_first = levels[::-1]
+    lines = [f"/* backend module {backend}, compiled for {len(levels)} instruction-set levels: "
+             "create picks the best this CPU runs (bg_cpu.h) */"]
+    for level in best_first:
+        lines.append(f"extern const size_t {p}_scratch_bytes{_suffix(level)};")
+        lines += [f"{t} {p}_{f}{_suffix(level)}({a});" for t, f, a in functions]
+    lines += [
+        f"typedef struct {p}_module {{",
+        *(f"    {t} (*{f})({a});" for t, f, a in functions),
+        f"}} {p}_module;",
+        f"static const char *const {p}_levels[] = {{"
+        + ", ".join(cnames.c_string(level) for level in best_first) + "};",
+        f"static const {p}_module {p}_variants[] = {{",
+        *("    {" + ", ".join(f"{p}_{f}{_suffix(level)}" for _, f, _ in functions) + "},"
+          for level in best_first),
+        "};",
+    ]
+    return lines
+
+
+def _struct(model: str, partition: Partition, plan: Placement, isa: IsaPlan) -> list[str]:
     envs = [f"    bg_env env_{b};" for b in partition.backends]
+    tables = [
+        f"    const {model}__{b}_module *{b}; /* the variant create picked */"
+        for b in partition.backends if isa.levels(b)
+    ]
     return [
         f"struct {model}_model {{",
         "    unsigned char *arena; /* boundary tensors, then the scratch the backends share */",
         *(executor_cuda.STRUCT_FIELDS if plan.uses_device else []),
         *envs,
+        *tables,
+        "    const char *cpu_isa;",
         f"    char error[{ERROR_BYTES}];",
         "};",
     ]
 
 
-def _max_scratch(model: str, name: str, backends: tuple[str, ...]) -> list[str]:
+def _max_scratch(model: str, name: str, backends: tuple[str, ...], isa: IsaPlan) -> list[str]:
+    # A module compiled per level has one figure per variant (the same: the kernels' blocking
+    # and hence their workspaces do not depend on the ISA); the largest is safe either way.
+    symbols = [
+        f"{model}__{b}_scratch_bytes{suffix}"
+        for b in backends
+        for suffix in ([_suffix(lv) for lv in isa.levels(b)] or [""])
+    ]
     return [
         f"static size_t {name}(void) {{",
         "    size_t scratch = 0;",
-        *(
-            f"    if ({model}__{b}_scratch_bytes > scratch) scratch = {model}__{b}_scratch_bytes;"
-            for b in backends
-        ),
+        *(f"    if ({s} > scratch) scratch = {s};" for s in symbols),
         "    return scratch;",
         "}",
     ]
 
 
-def _scratch(model: str, partition: Partition, plan: Placement) -> list[str]:
+def _scratch(model: str, partition: Partition, plan: Placement, isa: IsaPlan) -> list[str]:
     """The backends run one region at a time, so they share one scratch area: the largest.
     Device backends share theirs in the device arena."""
     if not plan.uses_device:
         return [
-            *_max_scratch(model, "scratch_bytes", partition.backends),
+            *_max_scratch(model, "scratch_bytes", partition.backends, isa),
             "",
             f"size_t {model}_arena_bytes(void) {{",
             "    return BOUNDARY_BYTES + scratch_bytes();",
             "}",
         ]
     return [
-        *_max_scratch(model, "scratch_bytes", _host_backends(partition)),
+        *_max_scratch(model, "scratch_bytes", _host_backends(partition), isa),
         "",
-        *_max_scratch(model, "device_scratch_bytes", _device_backends(partition)),
+        *_max_scratch(model, "device_scratch_bytes", _device_backends(partition), isa),
         "",
         f"size_t {model}_arena_bytes(void) {{",
         "    return BOUNDARY_BYTES + scratch_bytes();",
@@ -151,7 +242,32 @@ def _scratch(model: str, partition: Partition, plan: Placement) -> list[str]:
     ]
 
 
-def _create(model: str, partition: Partition, plan: Placement, weights_bytes: int) -> list[str]:
+def _call(model: str, backend: str, function: str, isa: IsaPlan) -> str:
+    """The C function expression of a module's function: direct, or the picked variant's."""
+    if isa.levels(backend):
+        return f"m->{backend}->{function}"
+    return f"{model}__{backend}_{function}"
+
+
+def _pick_variant(model: str, backend: str, host: bool) -> list[str]:
+    p = f"{model}__{backend}"
+    return [
+        "    {",
+        f"        const int count = (int)(sizeof {p}_levels / sizeof {p}_levels[0]);",
+        f"        const int v = bg_isa_pick({p}_levels, count, m->error, sizeof m->error);",
+        "        if (v < 0) {",
+        "            set_create_error(m->error);",
+        f"            {model}_destroy(m);",
+        "            return -1;",
+        "        }",
+        f"        m->{backend} = &{p}_variants[v];",
+        *([f"        m->cpu_isa = {p}_levels[v];"] if host else []),
+        "    }",
+    ]
+
+
+def _create(model: str, partition: Partition, plan: Placement, weights_bytes: int,
+            isa: IsaPlan) -> list[str]:
     lines = [
         f"int {model}_create({model}_model **out) {{",
         f"    {model}_model *m;",
@@ -164,6 +280,7 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
         '        set_create_error("out of memory allocating the arena");',
         "        return -1;",
         "    }",
+        f"    m->cpu_isa = {cnames.c_string(isa.pinned or 'default')};",
     ]
     if plan.uses_device:
         lines += executor_cuda.create_device(model, weights_bytes)
@@ -175,9 +292,11 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
         else:
             env = (f"{weights_symbol(model)}, m->arena + BOUNDARY_BYTES, NULL, m->error, "
                    "sizeof m->error, 0, NULL")
+        if isa.levels(b):
+            lines += _pick_variant(model, b, host=get_kind(b).device == HOST_DEVICE)
         lines += [
             f"    m->env_{b} = (bg_env){{{env}}};",
-            f"    if ({model}__{b}_create(&m->env_{b}) != 0) {{",
+            f"    if ({_call(model, b, 'create', isa)}(&m->env_{b}) != 0) {{",
             "        set_create_error(m->error);",
             f"        {model}_destroy(m);",
             "        return -1;",
@@ -187,7 +306,8 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
     return lines
 
 
-def _run(model: str, graph: Graph, partition: Partition, plan: Placement) -> list[str]:
+def _run(model: str, graph: Graph, partition: Partition, plan: Placement, isa: IsaPlan,
+         ) -> list[str]:
     lines = [
         f"int {model}_run({model}_model *m, const void *const *inputs, void *const *outputs) {{",
         "    int i;",
@@ -216,7 +336,7 @@ def _run(model: str, graph: Graph, partition: Partition, plan: Placement) -> lis
         ins = ", ".join(pointer(graph, plan, n, device) for n in io.inputs) or "NULL"
         outs = ", ".join(pointer(graph, plan, n, device) for n in io.outputs) or "NULL"
         shown = ", ".join(region.nodes[:4]) + (", ..." if len(region.nodes) > 4 else "")
-        call = f"{model}__{region.target}_{region.id}(&m->env_{region.target}, in, out)"
+        call = f"{_call(model, region.target, region.id, isa)}(&m->env_{region.target}, in, out)"
         lines += [
             "    {",
             f"        /* region {region.id} on {region.target}: {len(region.nodes)} nodes"
@@ -272,11 +392,14 @@ static int fail({model}_model *m, const char *what, int index) {{
 
 
 def generate_executor(
-    model: str, graph: Graph, partition: Partition, weights_path: str, weights_bytes: int
+    model: str, graph: Graph, partition: Partition, weights_path: str, weights_bytes: int,
+    isa: IsaPlan = ONE_ISA,
 ) -> ExecutorSources:
     plan = plan_placement(graph, partition)
+    # env.error is set just before a module's create: only created modules are destroyed.
     destroy = [
-        f"    if (m->env_{b}.error) {model}__{b}_destroy(&m->env_{b});" for b in partition.backends
+        f"    if (m->env_{b}.error) {_call(model, b, 'destroy', isa)}(&m->env_{b});"
+        for b in partition.backends
     ]
     if plan.uses_device:
         destroy += executor_cuda.DESTROY
@@ -294,26 +417,27 @@ def generate_executor(
         "",
         *(["#include <cuda_runtime_api.h>"] if plan.uses_device else []),
         '#include "buildgen_abi.h"',
+        *(['#include "bg_cpu.h"'] if isa.variants else []),
         f'#include "{model}.h"',
         "",
         f"#define BOUNDARY_BYTES ((size_t){plan.host_total})",
         *([f"#define DEVICE_BOUNDARY_BYTES ((size_t){plan.device_total})"]
           if plan.uses_device else []),
         "",
-        *_declarations(model, partition),
+        *_declarations(model, partition, isa),
         "",
-        *_struct(model, partition, plan),
+        *_struct(model, partition, plan, isa),
         "",
         *_table(model, "input", graph.inputs),
         *_table(model, "output", graph.outputs),
         "",
         _PRELUDE.format(model=model, error_bytes=ERROR_BYTES),
         *([executor_cuda.prelude(model)] if plan.uses_device else []),
-        *_scratch(model, partition, plan),
+        *_scratch(model, partition, plan, isa),
         "",
-        *_create(model, partition, plan, weights_bytes),
+        *_create(model, partition, plan, weights_bytes, isa),
         "",
-        *_run(model, graph, partition, plan),
+        *_run(model, graph, partition, plan, isa),
         "",
         f"void {model}_destroy({model}_model *m) {{",
         "    if (!m) return;",
@@ -324,6 +448,10 @@ def generate_executor(
         "",
         f"const char *{model}_last_error(const {model}_model *m) {{",
         "    return m ? m->error : create_error;",
+        "}",
+        "",
+        f"const char *{model}_cpu_isa(const {model}_model *m) {{",
+        "    return m ? m->cpu_isa : NULL;",
         "}",
         "",
     ]

@@ -11,7 +11,12 @@ import numpy as np
 
 from buildgen import __version__
 from buildgen.backends.registry import get_backend
-from buildgen.codegen.executor import boundary_bytes, device_boundary_bytes
+from buildgen.codegen.executor import (
+    ONE_ISA,
+    IsaPlan,
+    boundary_bytes,
+    device_boundary_bytes,
+)
 from buildgen.codegen.markdown import code, plain
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition
@@ -21,19 +26,30 @@ from buildgen.targets.kinds import HOST_DEVICE
 REPORT_FORMAT = 1
 
 
-def _scratch_bytes(
-    graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray], device: bool = False
-) -> int:
-    """Backends share one scratch area (regions run one at a time): the largest need wins.
-    Host backends share the host arena's, device backends the device arena's."""
-    needs = [0]
+def _summaries(graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray],
+               device: bool = False) -> list[Any]:
+    """The memory summaries of the backends that have one, host or device ones."""
+    found = []
     for kind in partition.backends:
         if (get_kind(kind).device != HOST_DEVICE) != device:
             continue
         summary = getattr(get_backend(kind), "plan_summary", None)
         if summary is not None:
-            needs.append(summary(graph, partition, weights).scratch_bytes)
-    return max(needs)
+            found.append(summary(graph, partition, weights))
+    return found
+
+
+def _scratch_bytes(
+    graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray], device: bool = False
+) -> int:
+    """Backends share one scratch area (regions run one at a time): the largest need wins.
+    Host backends share the host arena's, device backends the device arena's."""
+    return max([0, *(s.scratch_bytes for s in _summaries(graph, partition, weights, device))])
+
+
+def _cpu_isa(isa: IsaPlan) -> dict[str, Any]:
+    return {"variants": {kind: list(levels) for kind, levels in isa.variants},
+            "pinned": isa.pinned or None}
 
 
 def _intermediate_bytes(graph: Graph) -> int:
@@ -51,8 +67,10 @@ def build_report(
     graph: Graph,
     partition: Partition,
     weights: Mapping[str, np.ndarray],
+    isa: IsaPlan = ONE_ISA,
 ) -> dict[str, Any]:
     arena = boundary_bytes(graph, partition) + _scratch_bytes(graph, partition, weights)
+    packed = sum(getattr(s, "packed_bytes", 0) for s in _summaries(graph, partition, weights))
     device: dict[str, Any] = {}
     if any(get_kind(r.target).device != HOST_DEVICE for r in partition.regions):
         device["device_arena_bytes"] = device_boundary_bytes(graph, partition) + _scratch_bytes(
@@ -88,6 +106,8 @@ def build_report(
         "nodes": len(graph.nodes),
         "weights_bytes": sum(w.type.nbytes for w in graph.weights),
         "arena_bytes": arena,
+        "packed_weights_bytes": packed,
+        "cpu_isa": _cpu_isa(isa),
         "intermediate_bytes": _intermediate_bytes(graph),
         "regions": regions,
         **device,
@@ -108,11 +128,17 @@ def _markdown(report: dict[str, Any]) -> str:
         f"- arena per instance: {report['arena_bytes']:,} bytes ({share} of the "
         f"{inter:,} bytes all intermediate tensors would take unshared)",
         f"- weights linked into the library: {report['weights_bytes']:,} bytes",
+        *([f"- weights packed at create, per instance: {report['packed_weights_bytes']:,} "
+           "bytes"] if report["packed_weights_bytes"] else []),
         *([f"- device arena per instance: {report['device_arena_bytes']:,} bytes (and a device "
            f"copy of the weights)"] if "device_arena_bytes" in report else []),
         *(f"- copied {t['from']} -> {t['to']} "
           f"{'before ' + t['before'] if t['before'] else 'after the last region'}: "
           f"{code(t['tensor'])}, {t['bytes']:,} bytes" for t in report.get("transfers", [])),
+        "",
+        "## Instruction set",
+        "",
+        *_isa_lines(report["cpu_isa"]),
         "",
         "## Regions",
         "",
@@ -129,12 +155,26 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _isa_lines(cpu_isa: dict[str, Any]) -> list[str]:
+    lines = [
+        f"- {kind}: compiled for {', '.join(levels)}; create runs the best level the CPU "
+        "supports (`<model>_cpu_isa` says which; BUILDGEN_MAX_ISA caps it)"
+        for kind, levels in cpu_isa["variants"].items()
+    ]
+    if not lines:
+        pinned = cpu_isa["pinned"]
+        lines.append(f"- one instruction set: -march={pinned}" if pinned
+                     else "- one instruction set: the compiler's default")
+    return lines
+
+
 def write_report(
     model: str,
     target: ResolvedTarget,
     graph: Graph,
     partition: Partition,
     weights: Mapping[str, np.ndarray],
+    isa: IsaPlan = ONE_ISA,
 ) -> tuple[str, str]:
-    report = build_report(model, target, graph, partition, weights)
+    report = build_report(model, target, graph, partition, weights, isa)
     return json.dumps(report, sort_keys=True, indent=1) + "\n", _markdown(report)

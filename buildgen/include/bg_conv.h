@@ -177,22 +177,20 @@ BG_API void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const f
         }
 }
 
-/* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias (if any) is per output
- * channel whatever ep->bias_axis says. */
-BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
-                      const bg_epilogue *ep, float *Y, void *workspace)
+/* The GEMM form (Cg > 1); packed: NULL, or the filters from bg_conv2d_pack_weights. */
+static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const float *Wt,
+                            const float *packed, const bg_epilogue *ep, float *Y,
+                            void *workspace)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
-    if (Cg == 1) {
-        bg__conv2d_direct(p, X, Wt, ep, Y, workspace);
-        return;
-    }
     const int64_t Kg = Cg * p->KH * p->KW, Ng = p->OH * p->OW;
     const int pointwise = bg__conv_is_pointwise(p);
+    float *ws = bg__align64(workspace);
     for (int64_t n = 0; n < p->N; ++n)
         for (int64_t g = 0; g < p->group; ++g) {
             const float *xg = X + (n * p->C + g * Cg) * p->H * p->W;
-            const float *wg = Wt + g * Mg * Kg;
+            const float *wg = Wt ? Wt + g * Mg * Kg : NULL;
+            const float *pg = packed ? packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg : NULL;
             float *yg = Y + (n * p->M + g * Mg) * Ng;
             bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f};
             if (ep) {
@@ -200,15 +198,55 @@ BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt
                 epg.bias_axis = 1;
                 if (ep->bias) epg.bias = ep->bias + g * Mg;
             }
-            if (pointwise) {
+            if (pointwise && !pg) { /* bg_sgemm: its matrix-vector paths when Mg or Ng is 1 */
                 bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace);
+            } else if (pointwise) {
+                const bg__bsrc src = {bg__pack_b_matrix, xg, Ng, 0, NULL};
+                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws, pg);
             } else {
-                float *ws = bg__align64(workspace);
                 const bg__im2col ic = {p, ws + bg__gemm_pack_floats(Mg, Ng, Kg)};
                 const bg__bsrc src = {bg__pack_b_im2col, xg, 0, 0, &ic};
-                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws);
+                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws, pg);
             }
         }
+}
+
+/* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias (if any) is per output
+ * channel whatever ep->bias_axis says. */
+BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
+                      const bg_epilogue *ep, float *Y, void *workspace)
+{
+    if (p->C / p->group == 1)
+        bg__conv2d_direct(p, X, Wt, ep, Y, workspace);
+    else
+        bg__conv2d_gemm(p, X, Wt, NULL, ep, Y, workspace);
+}
+
+/* ---- Filters packed once (at create) into the GEMM's A panels, per group ----
+ * Only the GEMM form packs: a convolution with one input channel per group (depthwise)
+ * reads its filters in place (0 bytes; bg_conv2d_prepacked then needs the original). */
+
+BG_API size_t bg_conv2d_packed_bytes(const bg_conv2d_params *p)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
+    if (Cg == 1) return 0;
+    return (size_t)p->group * bg_sgemm_packed_a_bytes(Mg, Cg * p->KH * p->KW);
+}
+
+BG_API void bg_conv2d_pack_weights(const bg_conv2d_params *p, const float *Wt, void *packed)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group, Kg = Cg * p->KH * p->KW;
+    if (Cg == 1) return;
+    for (int64_t g = 0; g < p->group; ++g)
+        bg_sgemm_pack_a(0, Mg, Kg, Wt + g * Mg * Kg, Kg,
+                        (float *)packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg);
+}
+
+/* bg_conv2d with the filters from bg_conv2d_pack_weights (the GEMM form only). */
+BG_API void bg_conv2d_prepacked(const bg_conv2d_params *p, const float *X, const void *packed,
+                                const bg_epilogue *ep, float *Y, void *workspace)
+{
+    bg__conv2d_gemm(p, X, NULL, (const float *)packed, ep, Y, workspace);
 }
 
 #endif /* BG_CONV_H */

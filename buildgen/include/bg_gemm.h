@@ -13,7 +13,8 @@
  *   capped to stay in L2 instead of filling NC columns (which would spill to L3).
  * - With M <= 16 and B not transposed, B is read in place (packing would cost more than
  *   the few rows gain); M == 1 or N == 1 goes to the matrix-vector loops (bg_gemv.h).
- * - A constant B (weights) can be packed once ahead of time (bg_sgemm_pack_b).
+ * - A constant B (weights) can be packed once ahead of time (bg_sgemm_pack_b), and so can a
+ *   constant A (a convolution's filters: bg_sgemm_pack_a); the generated create does it.
  *
  * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
  * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
@@ -167,10 +168,12 @@ static inline int64_t bg__gemm_pack_floats(int64_t M, int64_t N, int64_t K)
     return bg__round_up(mc * kc, 16) + nc * kc;
 }
 
-/* C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C) for M, N, K >= 1 and alpha != 0. */
+/* C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C) for M, N, K >= 1 and alpha != 0.
+ * packed_a: NULL, or op(A) packed once ahead of time (bg_sgemm_pack_a); A is then unused. */
 static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int trans_a,
                              const float *A, int64_t lda, const bg__bsrc *bsrc, float beta,
-                             float *C, int64_t ldc, const bg_epilogue *ep, float *ws)
+                             float *C, int64_t ldc, const bg_epilogue *ep, float *ws,
+                             const float *packed_a)
 {
     const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR;
     const int direct_b = bsrc->pack == bg__pack_b_matrix && !bsrc->trans &&
@@ -207,7 +210,12 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
                 bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb);
             for (int64_t ic = 0; ic < M; ic += BG_GEMM_MC) {
                 const int64_t mc = bg__min64(BG_GEMM_MC, M - ic);
-                bg__pack_a(trans_a, A, lda, ic, mc, pc, kc, pa);
+                /* prepacked: slice pc holds all of A's panels, row block ic from panel ic/MR */
+                const float *ablock = pa;
+                if (packed_a)
+                    ablock = packed_a + pc * bg__round_up(M, MR) + ic * kc;
+                else
+                    bg__pack_a(trans_a, A, lda, ic, mc, pc, kc, pa);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t nr = bg__min64(NR, nc - jr);
                     const float *b = bblock + jr / NR * kc * NR;
@@ -218,7 +226,7 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
                     }
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int64_t mr = bg__min64(MR, mc - ir);
-                        const float *a = pa + ir / MR * kc * MR;
+                        const float *a = ablock + ir / MR * kc * MR;
                         float *c = C + (ic + ir) * ldc + jc + jr;
                         if (mr == MR && nr == NR)
                             bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta_k);
@@ -273,7 +281,7 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
         return;
     }
     const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
-    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep, ws);
+    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep, ws, NULL);
 }
 
 /* ---- Prepacked B: for a constant op(B) (weights), pack once at load time ----
@@ -312,7 +320,28 @@ BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, flo
     }
     const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL};
     bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep,
-                     bg__align64(workspace));
+                     bg__align64(workspace), NULL);
+}
+
+/* ---- Prepacked A: for a constant op(A) (a convolution's filters), pack once at load time ----
+ * The packed form depends on (trans_a, M, K) only: for each K slice (as bg_sgemm cuts K),
+ * all MR-tall micro-panels of op(A), in order. Position-independent, like packed B. */
+
+BG_API size_t bg_sgemm_packed_a_bytes(int64_t M, int64_t K)
+{
+    if (M <= 0 || K <= 0) return 0;
+    return (size_t)(bg__round_up(M, BG_GEMM_MR) * K) * sizeof(float);
+}
+
+BG_API void bg_sgemm_pack_a(int trans_a, int64_t M, int64_t K, const float *A, int64_t lda,
+                            void *packed)
+{
+    if (M <= 0 || K <= 0) return;
+    const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
+    float *dst = (float *)packed;
+    for (int64_t pc = 0; pc < K; pc += kc_step)
+        bg__pack_a(trans_a, A, lda, 0, M, pc, bg__min64(kc_step, K - pc),
+                   dst + pc * bg__round_up(M, BG_GEMM_MR));
 }
 
 #endif /* BG_GEMM_H */

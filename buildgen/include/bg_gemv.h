@@ -42,9 +42,14 @@ static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t
         for (; l < L; ++l)
             for (int r = 0; r < 8; ++r) y[l] += x[k + r] * m0[r * ld + l];
     }
-    for (; k < K; ++k) {
+    if (k < K) { /* the last K % 8 rows: one pass over y */
+        const int rows = (int)(K - k);
         const float *m0 = mat + k * ld;
-        for (int64_t l = 0; l < L; ++l) y[l] += x[k] * m0[l];
+        for (int64_t l = 0; l < L; ++l) {
+            float s = y[l];
+            for (int r = 0; r < rows; ++r) s += x[k + r] * m0[r * ld + l];
+            y[l] = s;
+        }
     }
 }
 

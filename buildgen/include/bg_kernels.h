@@ -13,6 +13,7 @@
  *
  * Layout of this library (each part is included from here, never on its own):
  *   bg_kernels.h  types, vector helpers, activations and the epilogue (this file)
+ *   bg_math.h     exp, tanh, erf, sigmoid, GELU as branch-free code loops vectorise
  *   bg_gemm.h     bg_sgemm: packed, cache-blocked GEMM with a register-blocked micro-kernel
  *   bg_pack.h     bg_sgemm's packing of A and B blocks into micro-panels
  *   bg_gemv.h     bg_sgemm's matrix-vector paths (M == 1 or N == 1)
@@ -55,9 +56,8 @@ typedef struct bg_epilogue {
 
 /* ---- scalar math helpers (used by generated elementwise code too) ---- */
 
-static inline float bg_erff(float x) { return erff(x); }
-static inline float bg_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float bg_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+#include "bg_math.h" /* bg_expf, bg_tanhf, bg_erff, bg_sigmoidf, bg_gelu: vectorisable */
+
 /* Mod with fmod=0 on floats, as numpy's np.mod: the remainder takes the divisor's sign. */
 static inline float bg_mod_floorf(float a, float b)
 {
@@ -84,7 +84,7 @@ static inline float bg_act_scalar(float v, const bg_epilogue *ep)
         v = v < ep->act_alpha ? ep->act_alpha : v;
         return v > ep->act_beta ? ep->act_beta : v;
     case BG_ACT_SIGMOID: return bg_sigmoidf(v);
-    case BG_ACT_TANH: return tanhf(v);
+    case BG_ACT_TANH: return bg_tanhf(v);
     default: return v;
     }
 }
@@ -120,57 +120,22 @@ typedef int32_t bg_v8i __attribute__((vector_size(32)));
 #define BG_FMA8(a, b, c) ((a) * (b) + (c))
 #endif
 
-/* exp on 8 lanes (Cephes expf: round to n = x/ln2, a degree-6 polynomial on the
- * remainder, scale by 2^n through the exponent bits); ~2 ulp on [-87, 88]. */
-static inline void bg__exp8(bg_v8f *v)
-{
-    bg_v8f x = *v;
-    const bg_v8f hi = BG_SPLAT8(88.3762626647949f), lo = BG_SPLAT8(-87.3365478515625f);
-    x = BG_BLEND8(x > hi, hi, x);
-    x = BG_BLEND8(x < lo, lo, x);
-    /* Round to nearest through the 1.5*2^23 trick (valid because |x/ln2| < 2^22);
-     * without -ffast-math the compiler keeps the add and the subtract. */
-    const bg_v8f magic = BG_SPLAT8(12582912.0f);
-    bg_v8f n = (x * BG_SPLAT8(1.44269504088896341f) + magic) - magic;
-    x = x - n * BG_SPLAT8(0.693359375f);
-    x = x - n * BG_SPLAT8(-2.12194440e-4f);
-    bg_v8f p = BG_SPLAT8(1.9875691500e-4f);
-    p = p * x + BG_SPLAT8(1.3981999507e-3f);
-    p = p * x + BG_SPLAT8(8.3334519073e-3f);
-    p = p * x + BG_SPLAT8(4.1665795894e-2f);
-    p = p * x + BG_SPLAT8(1.6666665459e-1f);
-    p = p * x + BG_SPLAT8(5.0000001201e-1f);
-    p = p * (x * x) + x + BG_SPLAT8(1.0f);
-    bg_v8i e = (__builtin_convertvector(n, bg_v8i) + 127) << 23;
-    *v = p * (bg_v8f)e;
-}
-
+/* The epilogue's activations, lane by lane through bg_math.h: one approximation for the
+ * scalar and the vector paths, which the compiler vectorises (an 8-iteration loop). */
 static inline void bg__sigmoid8(bg_v8f *v)
 {
-    bg_v8f e = -*v;
-    bg__exp8(&e);
-    *v = BG_SPLAT8(1.0f) / (BG_SPLAT8(1.0f) + e);
+    float t[8];
+    memcpy(t, v, sizeof t);
+    for (int i = 0; i < 8; ++i) t[i] = bg_sigmoidf(t[i]);
+    memcpy(v, t, sizeof t);
 }
 
-/* tanh: an odd polynomial near 0 (where 1 - 2/(e^2x + 1) would lose relative accuracy),
- * the exponential form elsewhere (Cephes tanhf). */
 static inline void bg__tanh8(bg_v8f *v)
 {
-    const bg_v8f x = *v;
-    const bg_v8i neg = x < BG_SPLAT8(0.0f);
-    const bg_v8f ax = BG_BLEND8(neg, -x, x);
-    const bg_v8f z = x * x;
-    bg_v8f p = BG_SPLAT8(-5.70498872745e-3f);
-    p = p * z + BG_SPLAT8(2.06390887954e-2f);
-    p = p * z + BG_SPLAT8(-5.37397155531e-2f);
-    p = p * z + BG_SPLAT8(1.33314422036e-1f);
-    p = p * z + BG_SPLAT8(-3.33332819422e-1f);
-    const bg_v8f small = p * z * x + x;
-    bg_v8f e = ax + ax;
-    bg__exp8(&e);
-    bg_v8f big = BG_SPLAT8(1.0f) - BG_SPLAT8(2.0f) / (e + BG_SPLAT8(1.0f));
-    big = BG_BLEND8(neg, -big, big);
-    *v = BG_BLEND8(ax < BG_SPLAT8(0.625f), small, big);
+    float t[8];
+    memcpy(t, v, sizeof t);
+    for (int i = 0; i < 8; ++i) t[i] = bg_tanhf(t[i]);
+    memcpy(v, t, sizeof t);
 }
 
 static inline void bg__act8(bg_v8f *v, const bg_epilogue *ep)

@@ -8,6 +8,8 @@
  *   void M__B_destroy(bg_env *env);
  *   int  M__B_<region>(bg_env *env, const void *const *in, void *const *out);
  *
+ * (each name through BG_EXPORT, below, in a module compiled once per ISA level).
+ *
  * A region function reads its inputs (tensors produced outside the region, in the
  * region's input order) and writes its outputs (tensors used outside it). Weights are
  * not passed: the module addresses them as env->weights + offset. Every function returns
@@ -29,6 +31,17 @@
  */
 #ifndef BUILDGEN_ABI_H
 #define BUILDGEN_ABI_H
+
+/* A module compiled once per instruction-set level (a kind's rules `isa_variants`) is
+ * compiled with -DBG_ISA_SUFFIX=__isa_x86_64_v3 and so on: its exported names end with the
+ * level, so that the variants link side by side and the executor picks one at create. */
+#ifdef BG_ISA_SUFFIX
+#define BG__ISA_PASTE2(name, suffix) name##suffix
+#define BG__ISA_PASTE(name, suffix) BG__ISA_PASTE2(name, suffix)
+#define BG_EXPORT(name) BG__ISA_PASTE(name, BG_ISA_SUFFIX)
+#else
+#define BG_EXPORT(name) name
+#endif
 
 #include <stddef.h>
 #include <stdint.h>

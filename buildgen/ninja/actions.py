@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from buildgen.codegen.executor import isa_arguments, isa_plan
 from buildgen.errors import BuildgenError
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
 from buildgen.ninja.cache_plan import with_cache
 from buildgen.ninja.context import GenContext
-from buildgen.ninja.layout import BUILD_NINJA, SOURCE_EXTENSIONS, ModelFiles, TargetFiles
+from buildgen.ninja.layout import (
+    BUILD_NINJA,
+    SOURCE_EXTENSIONS,
+    ModelFiles,
+    TargetFiles,
+    compile_units,
+)
 from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
 from buildgen.ninja.shared_modules import add_shared_kernels
 from buildgen.targets import ResolvedTarget, Toolchain, get_kind
@@ -117,8 +124,9 @@ def _target_actions(
             )
         source = files.backend_source(backend, toolchain.language)
         actions.append(_codegen_action(model, backend, source, files, graph, ctx))
-        objects.append(files.obj(backend))
-        actions.append(_compile(source, files.obj(backend), toolchain, includes, files))
+        for obj, unit_toolchain in compile_units(files.obj(backend), toolchain):
+            objects.append(obj)
+            actions.append(_compile(source, obj, unit_toolchain, includes, files))
     actions.append(
         Action(
             rule=rules.EXECUTOR.name,
@@ -129,6 +137,7 @@ def _target_actions(
                 "--model", model.name, "--graph", graph.graph, "--partition", files.partition,
                 "--weights-path", graph.weights, "--source", files.executor_source,
                 "--header", files.header, "--asm", files.weights_asm,
+                *isa_arguments(isa_plan(target)),
             )),),
         )
     )
@@ -156,7 +165,7 @@ def _target_actions(
                 "--model", model.name, "--target", files.codegen_target_file,
                 "--graph", graph.graph, "--weights", graph.weights,
                 "--partition", files.partition, "--json", files.report_json,
-                "--md", files.report_md,
+                "--md", files.report_md, *isa_arguments(isa_plan(target)),
             )),),
         )
     )

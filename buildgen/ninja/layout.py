@@ -19,7 +19,11 @@ agreement. Model names are C identifiers and target names are [A-Za-z][A-Za-z0-9
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from buildgen.targets import Toolchain
 
 BUILD_NINJA = "build.ninja"
 
@@ -113,3 +117,17 @@ class TargetFiles:
     @property
     def report_md(self) -> str:
         return self._at("report.md")
+
+
+def compile_units(obj: str, toolchain: Toolchain) -> tuple[tuple[str, Toolchain], ...]:
+    """The compiles of one module: (object, toolchain) once, or once per ISA level: obj/c.o
+    becomes obj/c.x86-64.o, obj/c.x86-64-v3.o, ..., each with the level's flags and the
+    -DBG_ISA_SUFFIX its exported names take (buildgen_abi.h)."""
+    if not toolchain.variants:
+        return ((obj, toolchain),)
+    stem = obj.removesuffix(".o")
+    return tuple(
+        (f"{stem}.{v.level}.o",
+         replace(toolchain, cflags=(*toolchain.cflags, *v.cflags, f"-DBG_ISA_SUFFIX={v.suffix}")))
+        for v in toolchain.variants
+    )

@@ -148,8 +148,8 @@ def build_library(
     the same commands as the build's; returns the library's path. Only the backends that
     own a region are generated and linked (the build makes every backend's module, empty
     ones included, so that its graph of actions never depends on a partition)."""
-    from buildgen.codegen.executor import generate_executor
-    from buildgen.ninja.layout import SOURCE_EXTENSIONS
+    from buildgen.codegen.executor import generate_executor, isa_plan
+    from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
     from buildgen.resources import include_dir
 
     out = Path(out_dir).resolve()
@@ -157,11 +157,13 @@ def build_library(
         (out / sub).mkdir(parents=True, exist_ok=True)
     write_if_changed(out / "weights.bin", imported.weights_blob)
     sources = generate_executor(model, imported.graph, partition, str(out / "weights.bin"),
-                                len(imported.weights_blob))
+                                len(imported.weights_blob), isa_plan(target))
     write_if_changed(out / "include" / f"{model}.h", sources.header)
     host = target.toolchain(target.host_kind)
-    units: list[tuple[Path, Any]] = [(out / "src" / "model.c", host),
-                                     (out / "src" / "weights.S", host)]
+    units: list[tuple[Path, Any, Path]] = [
+        (out / "src" / "model.c", host, out / "obj" / "model.o"),
+        (out / "src" / "weights.S", host, out / "obj" / "weights.o"),
+    ]
     write_if_changed(units[0][0], sources.source_c)
     write_if_changed(units[1][0], sources.weights_asm)
     used = [k for k in target.backends if k in partition.backends]
@@ -169,12 +171,12 @@ def build_library(
         toolchain = target.toolchain(kind)
         path = out / "src" / f"{kind}.{SOURCE_EXTENSIONS[toolchain.language]}"
         write_if_changed(path, generated.text)
-        units.append((path, toolchain))
+        units += [(path, tc, Path(obj)) for obj, tc in compile_units(
+            str(out / "obj" / f"{kind}.o"), toolchain)]
     includes = [f"-I{include_dir()}", f"-I{out / 'include'}"]
 
-    def compile_one(unit: tuple[Path, Any]) -> Path:
-        source, toolchain = unit
-        obj = out / "obj" / f"{source.stem}.{source.suffix[1:]}.o"
+    def compile_one(unit: tuple[Path, Any, Path]) -> Path:
+        source, toolchain, obj = unit
         # As the build does: no launcher (ccache) for weights.S, whose .incbin it cannot see.
         launcher = () if source == units[1][0] else toolchain.launcher
         command = [*launcher, toolchain.cc, *toolchain.cflags, *includes]

@@ -18,6 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", required=True, help="model.c to write")
     parser.add_argument("--header", required=True, help="<model>.h to write")
     parser.add_argument("--asm", required=True, help="weights.S to write")
+    parser.add_argument(
+        "--isa-variants", action="append", metavar="KIND=LEVEL,...",
+        help="a module compiled once per instruction-set level (best last)",
+    )
+    parser.add_argument("--pinned-isa", default="", help="the host's one ISA otherwise")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
@@ -25,7 +30,7 @@ def outputs(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
-    from buildgen.codegen.executor import generate_executor
+    from buildgen.codegen.executor import generate_executor, parse_isa_arguments
     from buildgen.ir.serialize import graph_digest, load_graph, weights_size
     from buildgen.stages.checks import load_checked_partition
 
@@ -35,7 +40,8 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     # The weights file's size follows from the graph, so weights.bin is not an input here:
     # new weight values re-run no executor.
     nbytes = weights_size(graph)
-    sources = generate_executor(args.model, graph, partition, args.weights_path, nbytes)
+    isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
+    sources = generate_executor(args.model, graph, partition, args.weights_path, nbytes, isa)
     return {
         args.source: sources.source_c,
         args.header: sources.header,

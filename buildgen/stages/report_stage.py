@@ -15,6 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", required=True)
     parser.add_argument("--json", required=True, help="report.json to write")
     parser.add_argument("--md", required=True, help="report.md to write")
+    parser.add_argument("--isa-variants", action="append", metavar="KIND=LEVEL,...",
+                        help="a module compiled once per instruction-set level (best last)")
+    parser.add_argument("--pinned-isa", default="", help="the host's one ISA otherwise")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
@@ -22,6 +25,7 @@ def outputs(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
+    from buildgen.codegen.executor import parse_isa_arguments
     from buildgen.codegen.report import write_report
     from buildgen.ir.serialize import graph_digest, load_graph, load_weights
     from buildgen.stages.checks import load_checked_partition
@@ -32,5 +36,6 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     partition = load_checked_partition(args.partition, args.model, graph_digest(text))
     target = load_target_file(args.target)
     weights = load_weights(graph, args.weights)
-    json_text, markdown = write_report(args.model, target, graph, partition, weights)
+    isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
+    json_text, markdown = write_report(args.model, target, graph, partition, weights, isa)
     return {args.json: json_text, args.md: markdown}

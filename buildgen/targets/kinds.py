@@ -55,6 +55,17 @@ class Inherit:
 
 
 @dataclass(frozen=True)
+class IsaVariantsRule:
+    """The module compiled once per instruction-set level, picked at create (rules'
+    `isa_variants`): levels from attribute `attr`, else `defaults` by architecture."""
+
+    attr: str
+    flags: tuple[str, ...]  # templates over the attributes and {item}, the level
+    unless: str | None = None  # the attribute that, set, pins one ISA (no variants)
+    defaults: tuple[tuple[str, tuple[str, ...]], ...] = ()  # machine -> levels
+
+
+@dataclass(frozen=True)
 class ToolchainRule:
     language: str  # "c", "cxx" or "cuda"
     compiler: str  # a template over the kind's attributes, e.g. "{cc}"
@@ -71,6 +82,7 @@ class ToolchainRule:
     # the attribute naming a program compiles run under (ccache), like CMake's
     # CMAKE_<LANG>_COMPILER_LAUNCHER
     launcher_attr: str | None = None
+    isa_variants: IsaVariantsRule | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,15 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         pool_depth_attr=data.get("pool_depth_attr"),
         discover=data.get("discover"),
         launcher_attr=data.get("launcher_attr"),
+        isa_variants=_isa_variants(data.get("isa_variants")),
     )
+
+
+def _isa_variants(data: dict[str, Any] | None) -> IsaVariantsRule | None:
+    if data is None:
+        return None
+    defaults = tuple(sorted((m, tuple(levels)) for m, levels in data.get("defaults", {}).items()))
+    return IsaVariantsRule(data["attr"], _templates(data["flags"]), data.get("unless"), defaults)
 
 
 def _inherit(data: dict[str, Any]) -> tuple[Inherit, ...]:
@@ -249,6 +269,9 @@ def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
     named = [a for a, _ in (*tc.optional_flags, *tc.optional_link_flags)]
     by_name = (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr, tc.launcher_attr)
     named += [a for a in by_name if a]
+    if tc.isa_variants:
+        named += [a for a in (tc.isa_variants.attr, tc.isa_variants.unless) if a]
+        named += [f for t in tc.isa_variants.flags for f in template_fields(t) if f != "item"]
     for template in (tc.compiler, *tc.flags, *tc.link_flags):
         named += template_fields(template)
     for _, templates in (*tc.optional_flags, *tc.optional_link_flags):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,20 @@ class TargetInstance:
 
 
 @dataclass(frozen=True)
+class IsaVariant:
+    """One compile of a module for one instruction-set level (rules' `isa_variants`)."""
+
+    level: str  # "x86-64-v3"
+    cflags: tuple[str, ...]  # added to the toolchain's
+
+    @property
+    def suffix(self) -> str:
+        """What the variant's exported symbols end with: "__isa_x86_64_v3" (a bare
+        "__x86_64" would be the compiler's predefined macro)."""
+        return "__isa_" + re.sub(r"[^A-Za-z0-9]", "_", self.level)
+
+
+@dataclass(frozen=True)
 class Toolchain:
     """How to compile and link one backend's module, resolved from its rules file."""
 
@@ -76,6 +91,10 @@ class Toolchain:
     pool_depth: int | None = None  # set by the kind owning the pool's depth attribute
     # A program the compile runs under (ccache, sccache) and its arguments; () = none.
     launcher: tuple[str, ...] = ()
+    # The module compiled once per level, best last; () = one compile with `cflags`.
+    variants: tuple[IsaVariant, ...] = ()
+    # Without variants, the one ISA pinned (march's value), or "" for the compiler's default.
+    pinned_isa: str = ""
 
 
 @dataclass(frozen=True)

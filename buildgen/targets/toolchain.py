@@ -10,6 +10,7 @@ its paths are on the command lines (a moved library re-runs what it affects).
 from __future__ import annotations
 
 import importlib
+import platform
 import shutil
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,8 @@ from buildgen.targets.kinds import template_fields
 from buildgen.targets.registry import get_kind
 
 if TYPE_CHECKING:
-    from buildgen.targets.model import ResolvedTarget, Toolchain
+    from buildgen.targets.kinds import IsaVariantsRule
+    from buildgen.targets.model import IsaVariant, ResolvedTarget, Toolchain
 
 
 def _format(template: str, attrs: Mapping[str, Any], kind: str) -> str:
@@ -74,6 +76,8 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         ldflags += list(attrs.get(rule.extra_link_flags_attr) or ())
     depth = attrs.get(rule.pool_depth_attr) if rule.pool_depth_attr else None
     launcher = _launcher(rule.launcher_attr, attrs, kind)
+    variants = _variants(rule.isa_variants, attrs, kind)
+    pinned = rule.isa_variants and rule.isa_variants.unless
     return Toolchain(
         language=rule.language,
         cc=_format(rule.compiler, attrs, kind),
@@ -82,6 +86,26 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         pool=rule.pool,
         pool_depth=depth,
         launcher=launcher,
+        variants=variants,
+        pinned_isa=str(attrs.get(pinned) or "") if pinned else "",
+    )
+
+
+def _variants(
+    rule: IsaVariantsRule | None, attrs: Mapping[str, Any], kind: str
+) -> tuple[IsaVariant, ...]:
+    """One compile per instruction-set level, or () for one compile: no rule, the pinning
+    attribute (march) set, or no levels known for this machine's architecture."""
+    from buildgen.targets.model import IsaVariant
+
+    if rule is None or (rule.unless and attrs.get(rule.unless)):
+        return ()
+    levels = attrs.get(rule.attr)
+    if levels is None:
+        levels = dict(rule.defaults).get(platform.machine(), ())
+    return tuple(
+        IsaVariant(level, tuple(_format(t, {**attrs, "item": level}, kind) for t in rule.flags))
+        for level in levels
     )
 
 

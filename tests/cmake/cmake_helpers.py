@@ -109,3 +109,15 @@ class CMakeBuild:
 def buildgen_actions(events: list[str]) -> list[str]:
     """The buildgen actions among `events` (custom commands, not CMake's compiles/links)."""
     return [e for e in events if not e.startswith(("Building ", "Linking "))]
+
+
+def c_variant_levels() -> tuple[str, ...]:
+    """The ISA levels a `c` host without march is compiled for here (rules/c.yaml)."""
+    from buildgen.targets import resolve_target
+
+    return tuple(v.level for v in resolve_target("t", {"kind": "c"}).toolchain("c").variants)
+
+
+def c_objects(object_name: str = "c.c.o") -> list[str]:
+    """The c module's objects as a build without march names them: one per ISA level."""
+    return [object_name] * max(1, len(c_variant_levels()))

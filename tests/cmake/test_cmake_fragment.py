@@ -30,8 +30,10 @@ def _context(root: Path) -> GenContext:
 
 def _fragment(root: Path, models: tuple[ModelSpec, ...] | None = None) -> Fragment:
     targets = {
-        "cpu": resolve_target("cpu", {"kind": "composite", "host": {"kind": "c", "opt_level": 2}}),
-        "fast": resolve_target("fast", {"kind": "c", "opt_level": 3, "cflags": ["-DX=a b"]}),
+        "cpu": resolve_target("cpu", {"kind": "composite",
+                                      "host": {"kind": "c", "opt_level": 2, "march": "x86-64"}}),
+        "fast": resolve_target("fast", {"kind": "c", "opt_level": 3, "march": "x86-64-v3",
+                                        "cflags": ["-DX=a b"]}),
         "cpu_fast": resolve_target("cpu_fast", {"kind": "c"}),
     }
     if models is None:
@@ -75,6 +77,21 @@ def test_sources_sharing_flags_share_an_object_library(tmp_path: Path) -> None:
     assert asm.command.argv[-4:] == ("-c", "mlp/cpu/src/weights.S", "-o", "mlp/cpu/obj/weights.o")
     assert "mlp/weights.bin" in asm.command.depends  # the .incbin'd file
     assert "-DX=a b" in fast.groups[0].flags and "-O3" in fast.groups[0].flags
+
+
+def test_each_isa_level_compiles_in_an_object_library_of_its_own(tmp_path: Path) -> None:
+    """Without march the c module is compiled once per level: its flags differ per level."""
+    source = tmp_path / "m.onnx"
+    models = (ModelSpec("a", source, (), ("cpu_fast",), ()),)
+    (library,) = _fragment(tmp_path, models).libraries
+    variants = resolve_target("cpu_fast", {"kind": "c"}).toolchain("c").variants
+    for variant in variants:
+        (group,) = [g for g in library.groups if f"-march={variant.level}" in g.flags]
+        assert [c.source for c in group.compiles] == ["a/cpu_fast/src/c.c"]
+        assert f"-DBG_ISA_SUFFIX={variant.suffix}" in group.flags
+    executor = [g for g in library.groups if "a/cpu_fast/src/model.c" in
+                [c.source for c in g.compiles]]
+    assert len(executor) == 1 and not any(f.startswith("-march") for f in executor[0].flags)
 
 
 def test_paths_are_relative_to_the_build_dir_and_the_text_is_deterministic(

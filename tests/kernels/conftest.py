@@ -84,12 +84,14 @@ class Kernels:
         lib.h_sgemm.restype = i32
         lib.h_sgemm_prepacked.argtypes = lib.h_sgemm.argtypes
         lib.h_sgemm_prepacked.restype = i32
-        lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64]
+        lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64, i32]
         lib.h_conv2d.restype = i32
         lib.h_pool2d.argtypes = [I64P, i32, i32, F32P, F32P]
         lib.h_pool2d.restype = None
         lib.h_act8.argtypes = [i32, f32, f32, F32P, i64]
         lib.h_act8.restype = None
+        lib.h_math.argtypes = [i32, F32P, F32P, i64]
+        lib.h_math.restype = None
         self.lib = lib
 
     def sgemm(
@@ -131,7 +133,9 @@ class Kernels:
         ep: Epilogue | None,
         y: np.ndarray,
         misalign: int = 0,
+        prepacked: bool = False,
     ) -> None:
+        """prepacked: filters through bg_conv2d_pack_weights + bg_conv2d_prepacked."""
         p = np.asarray(params, dtype=np.int64)
         e = ep or Epilogue()
         rc = self.lib.h_conv2d(
@@ -145,6 +149,7 @@ class Kernels:
             e.act_beta,
             fptr(y),
             misalign,
+            int(prepacked),
         )
         assert rc == 0, "bg_conv2d wrote past its workspace"
 
@@ -155,6 +160,13 @@ class Kernels:
         self.lib.h_pool2d(
             p.ctypes.data_as(I64P), int(count_include_pad), int(is_max), fptr(x), fptr(y)
         )
+
+    def math(self, which: int, x: np.ndarray) -> np.ndarray:
+        """bg_math.h's function `which` (0 exp, 1 tanh, 2 erf, 3 sigmoid) on every value."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.empty_like(x)
+        self.lib.h_math(which, fptr(x), fptr(y), x.size)
+        return y
 
     def act8(self, act: int, act_alpha: float, act_beta: float, v: np.ndarray) -> np.ndarray:
         out = np.ascontiguousarray(v, dtype=np.float32).copy()

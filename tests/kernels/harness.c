@@ -78,18 +78,28 @@ int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
 
 /* p: N, C, H, W, M, OH, OW, KH, KW, group, stride_h, stride_w, dil_h, dil_w, pad_top,
  * pad_left (the field order of bg_conv2d_params). */
+/* prepacked: filters through bg_conv2d_pack_weights + bg_conv2d_prepacked where they pack. */
 int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
-             int act, float act_alpha, float act_beta, float *Y, int64_t misalign);
+             int act, float act_alpha, float act_beta, float *Y, int64_t misalign,
+             int prepacked);
 int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
-             int act, float act_alpha, float act_beta, float *Y, int64_t misalign)
+             int act, float act_alpha, float act_beta, float *Y, int64_t misalign,
+             int prepacked)
 {
     const bg_conv2d_params cp = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
                                  p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
     /* bias_axis 0 on purpose: the conv must treat the bias as per channel regardless. */
     const bg_epilogue ep = make_ep(bias, 0, act, act_alpha, act_beta);
     workspace w = ws_new(bg_conv2d_workspace_bytes(&cp), (size_t)misalign);
-    bg_conv2d(&cp, X, Wt, use_ep ? &ep : NULL, Y, w.start);
-    return ws_free(w);
+    const size_t packed_bytes = prepacked ? bg_conv2d_packed_bytes(&cp) : 0;
+    if (packed_bytes == 0) {
+        bg_conv2d(&cp, X, Wt, use_ep ? &ep : NULL, Y, w.start);
+        return ws_free(w);
+    }
+    workspace packed = ws_new(packed_bytes, (size_t)misalign & ~(size_t)3);
+    bg_conv2d_pack_weights(&cp, Wt, packed.start);
+    bg_conv2d_prepacked(&cp, X, packed.start, use_ep ? &ep : NULL, Y, w.start);
+    return ws_free(w) | ws_free(packed);
 }
 
 /* p: N, C, H, W, OH, OW, KH, KW, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left,
@@ -115,5 +125,18 @@ void h_act8(int act, float act_alpha, float act_beta, float *v, int64_t n)
         BG_LOAD8(x, v + i);
         bg__act8(&x, &ep);
         BG_STORE8(v + i, x);
+    }
+}
+
+/* bg_math.h on n values: which = 0 exp, 1 tanh, 2 erf, 3 sigmoid; y may alias x. The loop
+ * is the shape generated elementwise code has, so the vectorised form is what is tested. */
+void h_math(int which, const float *x, float *y, int64_t n);
+void h_math(int which, const float *x, float *y, int64_t n)
+{
+    switch (which) {
+    case 0: for (int64_t i = 0; i < n; ++i) y[i] = bg_expf(x[i]); break;
+    case 1: for (int64_t i = 0; i < n; ++i) y[i] = bg_tanhf(x[i]); break;
+    case 2: for (int64_t i = 0; i < n; ++i) y[i] = bg_erff(x[i]); break;
+    default: for (int64_t i = 0; i < n; ++i) y[i] = bg_sigmoidf(x[i]); break;
     }
 }

@@ -82,7 +82,7 @@ CASES = {
 }
 
 
-def run_case(k: Kernels, case: Conv, misalign: int = 0) -> None:
+def run_case(k: Kernels, case: Conv, misalign: int = 0, prepacked: bool = False) -> None:
     rng = np.random.default_rng(abs(hash(case)) % 2**32)
     x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
     wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
@@ -102,7 +102,7 @@ def run_case(k: Kernels, case: Conv, misalign: int = 0) -> None:
     ep = None
     if bias is not None or case.act != ACT_NONE:
         ep = Epilogue(bias, 0, case.act, -0.5, 0.5)
-    k.conv2d(case.params(), x, wt, ep, y, misalign)
+    k.conv2d(case.params(), x, wt, ep, y, misalign, prepacked)
     kk = case.c // case.group * case.k[0] * case.k[1]
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.sqrt(kk)))
 
@@ -112,6 +112,12 @@ def test_conv2d(kernels_any: Kernels, name: str) -> None:
     run_case(kernels_any, CASES[name])
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_conv2d_prepacked_filters(kernels_any: Kernels, name: str) -> None:
+    """Filters packed once (as the generated create does) give the same results."""
+    run_case(kernels_any, CASES[name], prepacked=True)
+
+
 def test_conv2d_unaligned_workspace(kernels: Kernels) -> None:
     run_case(kernels, CASES["k_crosses_kc"], misalign=13)
 
@@ -119,3 +125,5 @@ def test_conv2d_unaligned_workspace(kernels: Kernels) -> None:
 def test_cnn_sized_layer(kernels: Kernels) -> None:
     """A layer of the size the product targets: several K slices, a ragged last N panel."""
     run_case(kernels, Conv(1, 64, 28, 28, 64, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU))
+    run_case(kernels, Conv(1, 64, 28, 28, 64, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
+             prepacked=True)

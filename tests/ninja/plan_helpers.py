@@ -13,8 +13,16 @@ from buildgen.targets import resolve_target
 def make_targets():
     return {
         "cpu": resolve_target("cpu", {"kind": "composite", "host": {"kind": "c", "opt_level": 2}}),
-        "fast": resolve_target("fast", {"kind": "c", "opt_level": 3, "cflags": ["-DX=a b"]}),
+        "fast": resolve_target("fast", {"kind": "c", "opt_level": 3, "march": "x86-64-v3",
+                                        "cflags": ["-DX=a b"]}),
     }
+
+
+def host_objects(label: str) -> tuple[str, ...]:
+    """The c module's objects of a target: one per ISA level for "cpu" (no march), one for
+    "fast" (march pinned)."""
+    variants = make_targets()[label.split("/")[1]].toolchain("c").variants
+    return tuple(f"c.{v.level}.o" for v in variants) or ("c.o",)
 
 
 def make_models(root: Path):

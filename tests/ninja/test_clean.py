@@ -7,7 +7,7 @@ from buildgen.cli import main
 
 def test_clean_removes_outputs_and_keeps_files_it_did_not_write(tmp_path):
     build = write_planned_build(tmp_path)
-    outputs = [build / "mlp/cpu/obj/c.o", build / "mlp/graph.json", build / "cnn/cpu/libcnn.so"]
+    outputs = [build / "mlp/fast/obj/c.o", build / "mlp/graph.json", build / "cnn/cpu/libcnn.so"]
     for path in outputs:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("built")

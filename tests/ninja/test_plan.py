@@ -3,7 +3,7 @@
 import dataclasses
 import json
 
-from plan_helpers import make_context, make_models, make_targets
+from plan_helpers import host_objects, make_context, make_models, make_targets
 
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.emit import emit
@@ -24,7 +24,8 @@ def test_every_stage_has_one_readable_action_per_model_and_target(planned):
         "IMPORT cnn", "IMPORT mlp",
         *[f"{verb} {label}" for label in labels
           for verb in ("PARTITION", "CODEGEN c", "EXECUTOR", "REPORT")],
-        *[f"CC {label} {obj}" for label in labels for obj in ("c.o", "model.o", "weights.o")],
+        *[f"CC {label} {obj}" for label in labels
+          for obj in (*host_objects(label), "model.o", "weights.o")],
         *[f"LINK {label} lib{label.split('/')[0]}.so" for label in labels],
         *[f"AR {label} lib{label.split('/')[0]}.a" for label in labels],
     ])
@@ -74,10 +75,11 @@ def test_one_codegen_action_per_backend_with_its_options_file(planned):
 
 def test_compiles_put_flags_on_the_command_line_and_use_gcc_deps(planned):
     plan, _ = planned
-    cpu = plan.action_for("mlp/cpu/obj/c.o")
+    cpu = plan.action_for(f"mlp/cpu/obj/{host_objects('mlp/cpu')[-1]}")
     fast = plan.action_for("mlp/fast/obj/c.o")
     assert "-O2" in cpu.variable("cflags") and "-O3" in fast.variable("cflags")
     assert "-DX=a b" in fast.variable("cflags")  # one argument, quoted once when written
+    assert "-march=x86-64-v3" in fast.variable("cflags")
     assert cpu.variable("includes") == ("-I../pkg/include", "-Imlp/cpu/include")
     assert cpu.order_only == ("mlp/cpu/include/mlp.h",)
     rule = plan.rule(cpu.rule)
@@ -94,7 +96,8 @@ def test_weights_object_depends_on_weights_bin(planned):
 
 def test_links_take_every_object_and_the_archive_is_deterministic(planned):
     plan, _ = planned
-    objects = ("mlp/cpu/obj/c.o", "mlp/cpu/obj/model.o", "mlp/cpu/obj/weights.o")
+    objects = (*(f"mlp/cpu/obj/{o}" for o in host_objects("mlp/cpu")), "mlp/cpu/obj/model.o",
+               "mlp/cpu/obj/weights.o")
     shared = plan.action_for("mlp/cpu/libmlp.so")
     assert shared.inputs == objects
     assert shared.variable("ldflags") == ("-lm",)
@@ -152,10 +155,11 @@ def test_toolchain_pools_are_declared_with_the_configured_depth(tmp_path):
     ctx = dataclasses.replace(make_context(tmp_path), pool_depths=(("heavy", 2),))
     plan = plan_build([model], {"cpu": target}, ctx, ())
     assert plan.pools == (Pool("heavy", 2),)
-    assert plan.action_for("cnn/cpu/obj/c.o").pool == "heavy"
+    cnn_c = f"cnn/cpu/obj/{host_objects('cnn/cpu')[0]}"
+    assert plan.action_for(cnn_c).pool == "heavy"
     text = emit(plan, "9.9.9")
     assert "pool heavy\n  depth = 2\n" in text
-    assert "build cnn/cpu/obj/c.o: cc cnn/cpu/src/c.c || cnn/cpu/include/cnn.h\n" in text
+    assert f"build {cnn_c}: cc cnn/cpu/src/c.c || cnn/cpu/include/cnn.h\n" in text
     assert "  pool = heavy\n" in text
 
 

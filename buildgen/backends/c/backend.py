@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from buildgen.backends.base import GeneratedSource, require_c_identifier
 from buildgen.backends.c.kernel import LowerContext
 from buildgen.backends.c.lower import LoweredRegion, lower_region, writes_nothing
-from buildgen.backends.c.module import render_module
+from buildgen.backends.c.module import packed_layout, render_module
 from buildgen.backends.c.registry import op_table
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
@@ -45,6 +45,7 @@ class MemorySummary:
     scratch_bytes: int
     unshared_bytes: int
     regions: tuple[RegionMemory, ...]
+    packed_bytes: int = 0  # constant operands packed at create, per instance (env->state)
 
 
 def _empty_reason(node: Node, graph: Graph) -> str | None:
@@ -113,6 +114,7 @@ class CBackend:
     ) -> MemorySummary:
         regions = self.lower(graph, partition, weights)
         return MemorySummary(
+            packed_bytes=packed_layout(regions)[1],
             scratch_bytes=max((r.plan.total_bytes for r in regions), default=0),
             unshared_bytes=sum(r.plan.unshared_bytes for r in regions),
             regions=tuple(

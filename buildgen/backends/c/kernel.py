@@ -21,15 +21,33 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Param:
     name: str  # the parameter's name inside the kernel, e.g. "X"
-    tensor: str  # the graph tensor bound to it ("" for the workspace)
+    tensor: str  # the graph tensor bound to it ("" for the workspace or a packed operand)
     ctype: str  # element type: "float", "int64_t", "uint8_t"; "void" for the workspace
     is_output: bool = False
+    packed: bool = False  # bound to the kernel's Packed of this name (in env->state)
 
     def declaration(self) -> str:
+        if self.packed:
+            return f"const void *restrict {self.name}"
         if not self.tensor:
             return f"void *restrict {self.name}"
         const = "" if self.is_output else "const "
         return f"{const}{self.ctype} *restrict {self.name}"
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A constant operand (GEMM weights, conv filters) packed once, at create, into the kernel
+    library's micro-panel layout, so that no call re-packs it. The module keeps every packed
+    operand in one block at env->state; the kernel reads this one through Param `param`."""
+
+    param: str  # the kernel's parameter, e.g. "Bp"
+    tensor: str  # the weight it is packed from
+    nbytes: int  # its size (workspace.py mirrors the kernel library's)
+    # C statement that packs it: "{src}" is the weight (const float *), "{dst}" where it goes,
+    # "{params}" the address of the kernel's struct
+    pack: str
+    check: str  # C expression of the size the kernel library wants; create() compares
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,7 @@ class Kernel:
     workspace_check: str = ""
     fallible: bool = False  # returns int: non-zero means `error_message`
     error_message: str = ""
+    packed: tuple[Packed, ...] = ()  # constant operands packed at create
 
     @property
     def inputs(self) -> tuple[str, ...]:

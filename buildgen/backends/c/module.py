@@ -3,7 +3,9 @@
 Layout of the file: a header comment (model, source, regions, scratch), the includes, one
 static function per kernel (with the ONNX nodes it implements), then per region the
 exported function that binds tensors to named pointers and calls the kernels in order,
-and finally M__c_scratch_bytes, M__c_create and M__c_destroy.
+and finally M__c_scratch_bytes, M__c_create and M__c_destroy. Exported names go through
+BG_EXPORT (buildgen_abi.h): without `march` the file is compiled once per ISA level, and each
+object's names carry its level.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from buildgen.ir import Graph, Node
 
 # Names the region function itself uses, so no tensor local may take them.
 _RESERVED = (
-    *("env", "in", "out", "scratch", "fail", "memcpy", "NULL", "NAN", "INFINITY"),
+    *("env", "in", "out", "scratch", "state", "fail", "memcpy", "NULL", "NAN", "INFINITY"),
     *("int64_t", "int32_t", "uint8_t", "size_t"),
 )
 
@@ -120,7 +122,24 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
     ]
 
 
-def _region_function(model: str, graph: Graph, lowered: LoweredRegion) -> list[str]:
+# Where each packed operand lives in env->state: (region id, step, param) -> byte offset.
+PackedLayout = dict[tuple[str, int, str], int]
+
+
+def packed_layout(regions: Sequence[LoweredRegion]) -> tuple[PackedLayout, int]:
+    """Every kernel's packed operands in one block, each 64-byte aligned; and its size."""
+    layout: PackedLayout = {}
+    total = 0
+    for lowered in regions:
+        for s, step in enumerate(lowered.steps):
+            for packed in step.packed if isinstance(step, Kernel) else ():
+                layout[(lowered.region.id, s, packed.param)] = total
+                total += (packed.nbytes + 63) // 64 * 64
+    return layout, total
+
+
+def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: PackedLayout,
+                     ) -> list[str]:
     region, io = lowered.region, lowered.io
     names = Names(_RESERVED)
     code = Code()
@@ -128,11 +147,15 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion) -> list[s
     uses_scratch = bool(lowered.workspace_offsets) or any(
         lowered.storage[t].kind == "scratch" for t in declared
     )
+    uses_state = any(isinstance(step, Kernel) and step.packed for step in lowered.steps)
     if uses_scratch:
         code.line("unsigned char *const scratch = env->scratch;")
+    if uses_state:
+        code.line("const unsigned char *const state = (const unsigned char *)env->state;")
     for tensor in declared:
         code.line(_pointer_decl(graph, names(tensor), tensor, lowered.storage[tensor], names))
-    uses = {"env": uses_scratch or any(lowered.storage[t].kind == "weight" for t in declared)}
+    uses = {"env": uses_scratch or uses_state
+            or any(lowered.storage[t].kind == "weight" for t in declared)}
     uses["in"] = any(lowered.storage[t].kind == "input" for t in declared)
     uses["out"] = any(lowered.storage[t].kind == "output" for t in declared)
     code.line()
@@ -150,7 +173,11 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion) -> list[s
             if s in lowered.workspace_offsets
             else "NULL"
         )
-        args = [names(p.tensor) if p.tensor else workspace for p in step.params]
+        args = [
+            f"state + {packed[(region.id, s, p.name)]}" if p.packed
+            else names(p.tensor) if p.tensor else workspace
+            for p in step.params
+        ]
         call = f"{lowered.kernel_names[s]}({', '.join(args)})"
         what = comment(", ".join(f"{n.op} {n.name!r}" for n in step.nodes))
         if step.fallible:
@@ -167,7 +194,8 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion) -> list[s
         f" *   inputs:  {comment(', '.join(_tensor(graph, t) for t in io.inputs) or '-')}",
         f" *   outputs: {comment(', '.join(_tensor(graph, t) for t in io.outputs) or '-')}",
         " */",
-        f"int {model}__c_{region.id}(bg_env *env, const void *const *in, void *const *out)",
+        f"int BG_EXPORT({model}__c_{region.id})(bg_env *env, const void *const *in, "
+        "void *const *out)",
         "{",
     ]
     return [*header, *(f"    {u}" for u in unused), *code.lines, "}", ""]
@@ -188,33 +216,75 @@ static int fail(bg_env *env, const char *message)
 """
 
 
-def _create(model: str, regions: Sequence[LoweredRegion]) -> list[str]:
-    code = Code()
+def _pack_weights(graph: Graph, regions: Sequence[LoweredRegion], layout: PackedLayout,
+                  total: int) -> list[str]:
+    """create()'s packing: one allocation for every packed operand, then each packed."""
+    if not total:
+        return []
+    code = Code(indent=2)
+    message = f"c backend: out of memory for the {total} bytes of packed weights"
+    code.line(f"void *const block = aligned_alloc(64, {total});")
+    code.line("if (block == NULL)")
+    code.line(f"    return fail(env, {cnames.c_string(message)});")
+    code.line("unsigned char *const packed = (unsigned char *)block;")
+    code.line("env->state = block;")
     for lowered in regions:
         for s, step in enumerate(lowered.steps):
-            if not isinstance(step, Kernel) or not step.workspace_check:
+            for pk in step.packed if isinstance(step, Kernel) else ():
+                name = lowered.kernel_names[s]
+                offset = layout[(lowered.region.id, s, pk.param)]
+                src = f"(const float *)(env->weights + {graph.weight(pk.tensor).offset})"
+                code.line(f"/* {name}: {comment(pk.tensor)} -> state + {offset} */")
+                code.line(pk.pack.format(src=src, dst=f"packed + {offset}",
+                                         params=f"&{name}_params"))
+    return ["    {", *code.lines, "    }"]
+
+
+def _library_checks(regions: Sequence[LoweredRegion]) -> list[str]:
+    """create()'s checks that each planned workspace and packed size covers what the kernel
+    library asks for: workspace.py mirrors its sizes, and drift must fail loudly, not
+    overrun."""
+    code = Code()
+    checks: list[tuple[str, str, int, str]] = []  # (kernel, C expression, planned, what)
+    for lowered in regions:
+        for s, step in enumerate(lowered.steps):
+            if not isinstance(step, Kernel):
                 continue
             name = lowered.kernel_names[s]
-            message = (
-                f"c backend: {name} needs more workspace than the {step.workspace} bytes planned "
-                "(bg_kernels.h and buildgen/backends/c/workspace.py disagree)"
-            )
-            check = step.workspace_check.format(params=f"&{name}_params")
-            code.line(f"if ({check} > {step.workspace})")
-            code.line(f"    return fail(env, {cnames.c_string(message)});")
-    body = list(code.lines) or ["    (void)env;"]
+            if step.workspace_check:
+                checks.append((name, step.workspace_check, step.workspace, "needs more workspace"))
+            checks += [(name, pk.check, pk.nbytes, f"packs {pk.tensor!r} into more")
+                       for pk in step.packed]
+    for name, expression, planned, what in checks:
+        message = (
+            f"c backend: {name} {what} than the {planned} bytes planned "
+            "(bg_kernels.h and buildgen/backends/c/workspace.py disagree)"
+        )
+        code.line(f"if ({expression.format(params=f'&{name}_params')} > {planned})")
+        code.line(f"    return fail(env, {cnames.c_string(message)});")
+    return list(code.lines)
+
+
+def _create(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> list[str]:
+    layout, total = packed_layout(regions)
+    body = [*_library_checks(regions), *_pack_weights(graph, regions, layout, total)]
+    doc = [
+        "/* Intermediates and workspaces live in env->scratch: create checks that the planned",
+        " * workspaces cover what the kernel library asks for"
+        + (",\n * then packs the constant GEMM/conv operands once, into env->state. */" if total
+           else ". */"),
+    ]
     return [
-        "/* Nothing to allocate: intermediates and workspaces live in env->scratch. This only",
-        " * checks that the planned workspaces cover what the kernel library asks for. */",
-        f"int {model}__c_create(bg_env *env)",
+        *doc,
+        f"int BG_EXPORT({model}__c_create)(bg_env *env)",
         "{",
-        *body,
+        *(body or ["    (void)env;"]),
         "    return 0;",
         "}",
         "",
-        f"void {model}__c_destroy(bg_env *env)",
+        f"void BG_EXPORT({model}__c_destroy)(bg_env *env)",
         "{",
-        "    (void)env;",
+        *(["    free(env->state);", "    env->state = NULL;"] if total else ["    (void)env;"]),
         "}",
     ]
 
@@ -222,6 +292,7 @@ def _create(model: str, regions: Sequence[LoweredRegion]) -> list[str]:
 def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> str:
     scratch = max((r.plan.total_bytes for r in regions), default=0)
     unshared = sum(r.plan.unshared_bytes for r in regions)
+    layout, packed_bytes = packed_layout(regions)
     source = graph.source
     if source and PurePath(source).is_absolute():
         source = PurePath(source).name  # no machine-specific paths in generated files
@@ -237,9 +308,12 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) ->
         ),
         f" * Scratch: {scratch} bytes planned for {unshared} bytes of intermediates and"
         " workspaces.",
+        *([f" * Packed weights: {packed_bytes} bytes, packed once per instance at create."]
+          if packed_bytes else []),
         " */",
         "#include <math.h>",
         "#include <stdint.h>",
+        *(["#include <stdlib.h>"] if packed_bytes else []),
         "#include <string.h>",
         "",
         '#include "buildgen_abi.h"',
@@ -252,10 +326,12 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) ->
         for s, step in enumerate(lowered.steps):
             if isinstance(step, Kernel):
                 body += _kernel_function(graph, lowered.kernel_names[s], step)
-                needs_fail = needs_fail or step.fallible or bool(step.workspace_check)
+                needs_fail = (needs_fail or step.fallible or bool(step.workspace_check)
+                              or bool(step.packed))
     for lowered in regions:
-        body += _region_function(model, graph, lowered)
-    tail = [f"const size_t {model}__c_scratch_bytes = {scratch};", "", *_create(model, regions)]
+        body += _region_function(model, graph, lowered, layout)
+    tail = [f"const size_t BG_EXPORT({model}__c_scratch_bytes) = {scratch};", "",
+            *_create(model, graph, regions)]
     fail = [_FAIL] if needs_fail else []
     return "\n".join([*head, *fail, *body, *tail]) + "\n"
 

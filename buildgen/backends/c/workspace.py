@@ -2,7 +2,8 @@
 
 The generated module's scratch size is a compile-time constant (buildgen_abi.h), so the
 planner must know how many bytes bg_sgemm / bg_conv2d / bg_*pool3d will want before any C
-runs. These functions mirror bg_sgemm_workspace_bytes, bg_conv2d_workspace_bytes and
+runs (and, for the weights packed at create, how big each packed form is). These functions
+mirror bg_sgemm_workspace_bytes, bg_conv2d_workspace_bytes, the *_packed_*_bytes and
 bg_pool3d_workspace_bytes (bg_gemm.h, bg_gemv.h, bg_conv.h, bg_pool.h). Drift cannot
 corrupt memory: the generated M__c_create calls the C functions and fails with a clear
 message if a planned workspace is too small, and the tests run create for every kernel
@@ -30,6 +31,24 @@ def sgemm_workspace_bytes(m: int, n: int, k: int) -> int:
     pack = _round_up(mc * kc, 16) + nc * kc
     gemv = _round_up(k, 16) + (n if m == 1 else m) if (m == 1 or n == 1) else 0
     return max(pack, gemv) * 4 + 64
+
+
+def sgemm_packed_b_bytes(n: int, k: int) -> int:
+    """bg_sgemm_packed_b_bytes: NR-wide panels of every K slice."""
+    return _round_up(n, _NR) * k * 4 if n > 0 and k > 0 else 0
+
+
+def sgemm_packed_a_bytes(m: int, k: int) -> int:
+    """bg_sgemm_packed_a_bytes: MR-tall panels of every K slice."""
+    return _round_up(m, _MR) * k * 4 if m > 0 and k > 0 else 0
+
+
+def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
+    """bg_conv2d_packed_bytes: each group's filters as packed A; 0 for depthwise."""
+    cg, mg = p["C"] // p["group"], p["M"] // p["group"]
+    if cg == 1:
+        return 0
+    return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"])
 
 
 def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:

@@ -87,20 +87,23 @@ def compile_module(
     table = ", ".join(f"{model}__c_{r}" for r in region_ids) or "0"
     shim_c.write_text(_SHIM.format(m=model, decls=decls, table=table))
     lib = workdir / f"lib{model}_c.so"
-    cmd = [
-        os.environ.get("CC", "cc"),
-        *CFLAGS,
-        "-I",
-        str(include_dir()),
-        str(module_c),
-        str(shim_c),
-        "-o",
-        str(lib),
-        "-lm",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    cc = os.environ.get("CC", "cc")
+    compile_flags = [f for f in CFLAGS if f != "-shared"]
+    objects = []
+    for source_c in (module_c, shim_c):
+        obj = source_c.with_suffix(".o")
+        cmd = [cc, *compile_flags, "-I", str(include_dir()), "-c", str(source_c), "-o", str(obj)]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise AssertionError(f"compiling {source_c} failed:\n{result.stderr[-6000:]}")
+        objects.append(str(obj))
+    # Linked apart, as the build links (compile flags never reach the link): GCC links a
+    # -ffast-math library with crtfastmath.o, whose constructor would turn on flush-to-zero
+    # for the whole test process when ctypes loads it.
+    result = subprocess.run([cc, "-shared", *objects, "-o", str(lib), "-lm"],
+                            capture_output=True, text=True)
     if result.returncode != 0:
-        raise AssertionError(f"compiling {module_c} failed:\n{result.stderr[-6000:]}")
+        raise AssertionError(f"linking {lib} failed:\n{result.stderr[-6000:]}")
     return CompiledModule(ctypes.CDLL(str(lib)), tuple(region_ids), module_c)
 
 

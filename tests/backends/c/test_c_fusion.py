@@ -109,7 +109,7 @@ def test_chain_of_four_is_one_loop_nest(fused: CaseResults, unfused: CaseResults
         "sigmoid",
         "mul",
     ]
-    region = unfused.source[unfused.source.index("int cases__c_r0(") :]
+    region = unfused.source[unfused.source.index("int BG_EXPORT(cases__c_r0)(") :]
     assert region[: region.index("\n}\n")].count("(scratch + ") == 3
 
 

@@ -247,8 +247,9 @@ def test_epilogues_are_fused(results: CaseResults) -> None:
 
 def test_scalar_scales_fold_into_alpha(results: CaseResults) -> None:
     text = results.source
-    assert "_matmul_div_add_relu(" in text and "bg_sgemm(0, 0, 12, 5, 12, 0.25f," in text
-    assert "_gemm_mul(" in text and "bg_sgemm(0, 0, 3, 5, 12, 0.5f," in text
+    # (constant B: packed at create, so the calls are bg_sgemm_prepacked)
+    assert "_matmul_div_add_relu(" in text and "bg_sgemm_prepacked(0, 12, 5, 12, 0.25f," in text
+    assert "_gemm_mul(" in text and "bg_sgemm_prepacked(0, 3, 5, 12, 0.5f," in text
 
 
 def test_batched_matmul_with_shared_b_is_one_gemm(results: CaseResults) -> None:

@@ -98,5 +98,5 @@ def test_c_module_scratch_is_planned() -> None:
     assert summary.scratch_bytes == 2 * 1024
     assert [(r.region, r.planned_bytes, r.buffers) for r in summary.regions] == [("r0", 2048, 5)]
     text = CBackend().generate("m", graph, one_region(graph), {}).text
-    assert "const size_t m__c_scratch_bytes = 2048;" in text
+    assert "const size_t BG_EXPORT(m__c_scratch_bytes) = 2048;" in text
     assert "Scratch: 2048 bytes planned for 5120 bytes of intermediates and workspaces." in text

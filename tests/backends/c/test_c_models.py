@@ -94,7 +94,8 @@ def test_c_regions_interleaved_with_another_backend(c_toolchain: None, tmp_path:
         ),
     )
     source = CBackend().generate("conv_block", graph, partition, {}, weights=weights)
-    assert "int conv_block__c_r0(" in source.text and "int conv_block__c_r2(" in source.text
+    assert "int BG_EXPORT(conv_block__c_r0)(" in source.text
+    assert "int BG_EXPORT(conv_block__c_r2)(" in source.text
     assert "conv_block__c_r1" not in source.text
     module = compile_module(source, "conv_block", ["r0", "r2"], tmp_path / "build")
 
@@ -161,4 +162,4 @@ def test_generation_does_not_depend_on_hash_seed(tmp_path: Path) -> None:
             cwd=Path(__file__).parents[3],
         )
         texts.append(out.stdout)
-    assert texts[0] == texts[1] and "int m__c_r0(" in texts[0]
+    assert texts[0] == texts[1] and "int BG_EXPORT(m__c_r0)(" in texts[0]

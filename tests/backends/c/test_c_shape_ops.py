@@ -172,7 +172,7 @@ def test_matches_onnxruntime(results: CaseResults, case: Case) -> None:
 
 
 def _region_body(source: str, region: str) -> str:
-    start = source.index(f"int cases__c_{region}(")
+    start = source.index(f"int BG_EXPORT(cases__c_{region})(")
     return source[start : source.index("\n}\n", start)]
 
 

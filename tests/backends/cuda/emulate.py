@@ -73,6 +73,7 @@ def emulated_library(
 
 def emulated_build(target_dir: Path, model: str, out: Path) -> Path:
     """The emulated library of `model` from its `buildgen build` folder <build>/<model>/<t>."""
-    objects = [target_dir / "obj" / name for name in ("c.o", "weights.o")]
+    # The host's objects as built: c.o, or one c.<level>.o per ISA level; and the weights.
+    objects = sorted((target_dir / "obj").glob("c.*o")) + [target_dir / "obj" / "weights.o"]
     return emulated_library(target_dir / "src", target_dir / "include",
                             [o for o in objects if o.exists()], model, out)

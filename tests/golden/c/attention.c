@@ -3,9 +3,11 @@
  * Regions:
  *   r0: 25 node(s), 16 kernel(s): LayerNormalization, MatMul, Add, Split, Reshape, Reshape, ... (19 more)
  * Scratch: 16448 bytes planned for 50560 bytes of intermediates and workspaces.
+ * Packed weights: 15360 bytes, packed once per instance at create.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "buildgen_abi.h"
@@ -50,14 +52,14 @@ static void k0_layernormalization(
  *   workspace: 4160 bytes
  */
 static void k1_matmul_add(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 0, 16, 48, 16, 1.0f, A, 16, B, 48, 0.0f, Y, 48, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 48, 16, 1.0f, A, 16, Bp, 0.0f, Y, 48, &ep, ws);
 }
 
 /* k2_split
@@ -154,7 +156,7 @@ static void k7_softmax(const float *restrict X, float *restrict Y)
         double sum = 0.0;
         for (int64_t j = 1; j < 8; ++j) max = x[j] > max ? x[j] : max;
         for (int64_t j = 0; j < 8; ++j) {
-            y[j] = expf(x[j] - max);
+            y[j] = bg_expf(x[j] - max);
             sum += y[j];
         }
         const float scale = (float)(1.0 / sum);
@@ -199,14 +201,14 @@ static void k9_transpose(const float *restrict X, float *restrict Y)
  *   workspace: 2624 bytes
  */
 static void k10_matmul_add(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 0, 16, 16, 16, 1.0f, A, 16, B, 16, 0.0f, Y, 16, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 16, 16, 1.0f, A, 16, Bp, 0.0f, Y, 16, &ep, ws);
 }
 
 /* k11_add
@@ -228,14 +230,14 @@ static void k11_add(const float *restrict X0, const float *restrict X1, float *r
  *   workspace: 5696 bytes
  */
 static void k12_matmul_add(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 0, 16, 64, 16, 1.0f, A, 16, B, 64, 0.0f, Y, 64, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 64, 16, 1.0f, A, 16, Bp, 0.0f, Y, 64, &ep, ws);
 }
 
 /* k13_gelu
@@ -245,7 +247,7 @@ static void k13_gelu(const float *restrict X0, float *restrict Y)
 {
     for (int64_t i0 = 0; i0 < 1024; ++i0) {
         const float x0 = X0[i0];
-        const float t0 = 0.5f * x0 * (1.0f + erff(x0 * 0.70710678f)); /* Gelu */
+        const float t0 = 0.5f * x0 * (1.0f + bg_erff(x0 * 0.70710678f)); /* Gelu */
         Y[i0] = t0;
     }
 }
@@ -256,14 +258,14 @@ static void k13_gelu(const float *restrict X0, float *restrict Y)
  *   workspace: 10304 bytes
  */
 static void k14_matmul_add(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 0, 16, 16, 64, 1.0f, A, 64, B, 16, 0.0f, Y, 16, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 16, 64, 1.0f, A, 64, Bp, 0.0f, Y, 16, &ep, ws);
 }
 
 /* k15_add
@@ -283,19 +285,16 @@ static void k15_add(const float *restrict X0, const float *restrict X1, float *r
  *   inputs:  x[2,8,16]
  *   outputs: y[2,8,16]
  */
-int attention__c_r0(bg_env *env, const void *const *in, void *const *out)
+int BG_EXPORT(attention__c_r0)(bg_env *env, const void *const *in, void *const *out)
 {
     unsigned char *const scratch = env->scratch;
+    const unsigned char *const state = (const unsigned char *)env->state;
     const float *x = (const float *)in[0]; /* input x [2,8,16] */
     const float *ln_scale = (const float *)(env->weights + 0); /* weight 'ln.scale' [16] */
     const float *ln_bias = (const float *)(env->weights + 64); /* weight 'ln.bias' [16] */
-    const float *qkv_weight = (const float *)(env->weights + 128); /* weight 'qkv.weight' [16,48] */
     const float *qkv_bias = (const float *)(env->weights + 3200); /* weight 'qkv.bias' [48] */
-    const float *out_weight = (const float *)(env->weights + 3648); /* weight 'out.weight' [16,16] */
     const float *out_bias = (const float *)(env->weights + 4672); /* weight 'out.bias' [16] */
-    const float *fc1_weight = (const float *)(env->weights + 4736); /* weight 'fc1.weight' [16,64] */
     const float *fc1_bias = (const float *)(env->weights + 8832); /* weight 'fc1.bias' [64] */
-    const float *fc2_weight = (const float *)(env->weights + 9088); /* weight 'fc2.weight' [64,16] */
     const float *fc2_bias = (const float *)(env->weights + 13184); /* weight 'fc2.bias' [16] */
     float *y = (float *)out[0]; /* output y [2,8,16] */
     float *ln = (float *)(scratch + 7232); /* ln [2,8,16], 1024 bytes */
@@ -321,7 +320,7 @@ int attention__c_r0(bg_env *env, const void *const *in, void *const *out)
     const float *ctx2 = ctx_t; /* view ctx2 [2,8,16] */
 
     k0_layernormalization(x, ln_scale, ln_bias, ln); /* LayerNormalization '/ln/LayerNorm' */
-    k1_matmul_add(ln, qkv_weight, qkv_bias, qkv, scratch + 0); /* MatMul '/qkv/MatMul', Add '/qkv/Add' */
+    k1_matmul_add(state + 0, ln, qkv_bias, qkv, scratch + 0); /* MatMul '/qkv/MatMul', Add '/qkv/Add' */
     k2_split(qkv, q, k, v); /* Split '/split' */
     k3_transpose(q4, qh); /* Transpose '/q/Transpose' */
     k4_transpose(k4, kt); /* Transpose '/k/Transpose' */
@@ -330,37 +329,62 @@ int attention__c_r0(bg_env *env, const void *const *in, void *const *out)
     k7_softmax(scaled, probs); /* Softmax '/attn/Softmax' */
     k8_matmul(probs, vh, ctx, scratch + 0); /* MatMul '/attn/MatMul_1' */
     k9_transpose(ctx, ctx_t); /* Transpose '/attn/Transpose' */
-    k10_matmul_add(ctx2, out_weight, out_bias, o, scratch + 0); /* MatMul '/out/MatMul', Add '/out/Add' */
+    k10_matmul_add(state + 3072, ctx2, out_bias, o, scratch + 0); /* MatMul '/out/MatMul', Add '/out/Add' */
     k11_add(x, o, res1); /* Add '/res1/Add' */
-    k12_matmul_add(res1, fc1_weight, fc1_bias, f1, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
+    k12_matmul_add(state + 4608, res1, fc1_bias, f1, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
     k13_gelu(f1, g); /* Gelu '/act/Gelu' */
-    k14_matmul_add(g, fc2_weight, fc2_bias, f2, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
+    k14_matmul_add(state + 9216, g, fc2_bias, f2, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
     k15_add(res1, f2, y); /* Add '/res2/Add' */
     return 0;
 }
 
-const size_t attention__c_scratch_bytes = 16448;
+const size_t BG_EXPORT(attention__c_scratch_bytes) = 16448;
 
-/* Nothing to allocate: intermediates and workspaces live in env->scratch. This only
- * checks that the planned workspaces cover what the kernel library asks for. */
-int attention__c_create(bg_env *env)
+/* Intermediates and workspaces live in env->scratch: create checks that the planned
+ * workspaces cover what the kernel library asks for,
+ * then packs the constant GEMM/conv operands once, into env->state. */
+int BG_EXPORT(attention__c_create)(bg_env *env)
 {
     if (bg_sgemm_workspace_bytes(16, 48, 16) > 4160)
         return fail(env, "c backend: k1_matmul_add needs more workspace than the 4160 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(48, 16) > 3072)
+        return fail(env, "c backend: k1_matmul_add packs 'qkv.weight' into more than the 3072 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(8, 8, 8) > 1088)
         return fail(env, "c backend: k6_matmul_mul needs more workspace than the 1088 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(8, 8, 8) > 1088)
         return fail(env, "c backend: k8_matmul needs more workspace than the 1088 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(16, 16, 16) > 2624)
         return fail(env, "c backend: k10_matmul_add needs more workspace than the 2624 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(16, 16) > 1536)
+        return fail(env, "c backend: k10_matmul_add packs 'out.weight' into more than the 1536 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(16, 64, 16) > 5696)
         return fail(env, "c backend: k12_matmul_add needs more workspace than the 5696 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(64, 16) > 4608)
+        return fail(env, "c backend: k12_matmul_add packs 'fc1.weight' into more than the 4608 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(16, 16, 64) > 10304)
         return fail(env, "c backend: k14_matmul_add needs more workspace than the 10304 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(16, 64) > 6144)
+        return fail(env, "c backend: k14_matmul_add packs 'fc2.weight' into more than the 6144 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    {
+        void *const block = aligned_alloc(64, 15360);
+        if (block == NULL)
+            return fail(env, "c backend: out of memory for the 15360 bytes of packed weights");
+        unsigned char *const packed = (unsigned char *)block;
+        env->state = block;
+        /* k1_matmul_add: qkv.weight -> state + 0 */
+        bg_sgemm_pack_b(0, 48, 16, (const float *)(env->weights + 128), 48, packed + 0);
+        /* k10_matmul_add: out.weight -> state + 3072 */
+        bg_sgemm_pack_b(0, 16, 16, (const float *)(env->weights + 3648), 16, packed + 3072);
+        /* k12_matmul_add: fc1.weight -> state + 4608 */
+        bg_sgemm_pack_b(0, 64, 16, (const float *)(env->weights + 4736), 64, packed + 4608);
+        /* k14_matmul_add: fc2.weight -> state + 9216 */
+        bg_sgemm_pack_b(0, 16, 64, (const float *)(env->weights + 9088), 16, packed + 9216);
+    }
     return 0;
 }
 
-void attention__c_destroy(bg_env *env)
+void BG_EXPORT(attention__c_destroy)(bg_env *env)
 {
-    (void)env;
+    free(env->state);
+    env->state = NULL;
 }

@@ -3,9 +3,11 @@
  * Regions:
  *   r0: 6 node(s), 3 kernel(s): MatMul, Add, Relu, MatMul, Add, Softmax
  * Scratch: 10816 bytes planned for 18240 bytes of intermediates and workspaces.
+ * Packed weights: 15360 bytes, packed once per instance at create.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "buildgen_abi.h"
@@ -30,14 +32,14 @@ static int fail(bg_env *env, const char *message)
  *   workspace: 9792 bytes
  */
 static void k0_matmul_add_relu(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias, .act = BG_ACT_RELU};
-    bg_sgemm(0, 0, 4, 64, 32, 1.0f, A, 32, B, 64, 0.0f, Y, 64, &ep, ws);
+    bg_sgemm_prepacked(0, 4, 64, 32, 1.0f, A, 32, Bp, 0.0f, Y, 64, &ep, ws);
 }
 
 /* k1_matmul_add
@@ -46,14 +48,14 @@ static void k0_matmul_add_relu(
  *   workspace: 7232 bytes
  */
 static void k1_matmul_add(
+    const void *restrict Bp,
     const float *restrict A,
-    const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
     void *restrict ws)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 0, 4, 10, 64, 1.0f, A, 64, B, 10, 0.0f, Y, 10, &ep, ws);
+    bg_sgemm_prepacked(0, 4, 10, 64, 1.0f, A, 64, Bp, 0.0f, Y, 10, &ep, ws);
 }
 
 /* k2_softmax
@@ -68,7 +70,7 @@ static void k2_softmax(const float *restrict X, float *restrict Y)
         double sum = 0.0;
         for (int64_t j = 1; j < 10; ++j) max = x[j] > max ? x[j] : max;
         for (int64_t j = 0; j < 10; ++j) {
-            y[j] = expf(x[j] - max);
+            y[j] = bg_expf(x[j] - max);
             sum += y[j];
         }
         const float scale = (float)(1.0 / sum);
@@ -80,38 +82,54 @@ static void k2_softmax(const float *restrict X, float *restrict Y)
  *   inputs:  x[4,32]
  *   outputs: probs[4,10]
  */
-int mlp__c_r0(bg_env *env, const void *const *in, void *const *out)
+int BG_EXPORT(mlp__c_r0)(bg_env *env, const void *const *in, void *const *out)
 {
     unsigned char *const scratch = env->scratch;
+    const unsigned char *const state = (const unsigned char *)env->state;
     const float *x = (const float *)in[0]; /* input x [4,32] */
-    const float *fc1_weight = (const float *)(env->weights + 0); /* weight 'fc1.weight' [32,64] */
     const float *fc1_bias = (const float *)(env->weights + 8192); /* weight 'fc1.bias' [64] */
-    const float *fc2_weight = (const float *)(env->weights + 8448); /* weight 'fc2.weight' [64,10] */
     const float *fc2_bias = (const float *)(env->weights + 11008); /* weight 'fc2.bias' [10] */
     float *probs = (float *)out[0]; /* output probs [4,10] */
     float *act_Relu_output_0 = (float *)(scratch + 9792); /* '/act/Relu_output_0' [4,64], 1024 bytes */
     float *logits = (float *)(scratch + 7232); /* logits [4,10], 160 bytes */
 
-    k0_matmul_add_relu(x, fc1_weight, fc1_bias, act_Relu_output_0, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add', Relu '/act/Relu' */
-    k1_matmul_add(act_Relu_output_0, fc2_weight, fc2_bias, logits, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
+    k0_matmul_add_relu(state + 0, x, fc1_bias, act_Relu_output_0, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add', Relu '/act/Relu' */
+    k1_matmul_add(state + 9216, act_Relu_output_0, fc2_bias, logits, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
     k2_softmax(logits, probs); /* Softmax '/softmax/Softmax' */
     return 0;
 }
 
-const size_t mlp__c_scratch_bytes = 10816;
+const size_t BG_EXPORT(mlp__c_scratch_bytes) = 10816;
 
-/* Nothing to allocate: intermediates and workspaces live in env->scratch. This only
- * checks that the planned workspaces cover what the kernel library asks for. */
-int mlp__c_create(bg_env *env)
+/* Intermediates and workspaces live in env->scratch: create checks that the planned
+ * workspaces cover what the kernel library asks for,
+ * then packs the constant GEMM/conv operands once, into env->state. */
+int BG_EXPORT(mlp__c_create)(bg_env *env)
 {
     if (bg_sgemm_workspace_bytes(4, 64, 32) > 9792)
         return fail(env, "c backend: k0_matmul_add_relu needs more workspace than the 9792 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(64, 32) > 9216)
+        return fail(env, "c backend: k0_matmul_add_relu packs 'fc1.weight' into more than the 9216 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(4, 10, 64) > 7232)
         return fail(env, "c backend: k1_matmul_add needs more workspace than the 7232 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(10, 64) > 6144)
+        return fail(env, "c backend: k1_matmul_add packs 'fc2.weight' into more than the 6144 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    {
+        void *const block = aligned_alloc(64, 15360);
+        if (block == NULL)
+            return fail(env, "c backend: out of memory for the 15360 bytes of packed weights");
+        unsigned char *const packed = (unsigned char *)block;
+        env->state = block;
+        /* k0_matmul_add_relu: fc1.weight -> state + 0 */
+        bg_sgemm_pack_b(0, 64, 32, (const float *)(env->weights + 0), 64, packed + 0);
+        /* k1_matmul_add: fc2.weight -> state + 9216 */
+        bg_sgemm_pack_b(0, 10, 64, (const float *)(env->weights + 8448), 10, packed + 9216);
+    }
     return 0;
 }
 
-void mlp__c_destroy(bg_env *env)
+void BG_EXPORT(mlp__c_destroy)(bg_env *env)
 {
-    (void)env;
+    free(env->state);
+    env->state = NULL;
 }

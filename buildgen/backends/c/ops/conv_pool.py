@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from buildgen.backends.c.cwriter import Code
 from buildgen.backends.c.epilogue import Epilogue, build_epilogue
 from buildgen.backends.c.fused import kernel_stem
-from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.kernel import Kernel, LowerContext, Packed, Param
 from buildgen.backends.c.ops.common import float_reason, input_at, int_attr, ints_attr, str_attr
 from buildgen.backends.c.registry import OpEntry
-from buildgen.backends.c.workspace import conv2d_workspace_bytes, pool3d_workspace_bytes
+from buildgen.backends.c.workspace import (
+    conv2d_packed_bytes,
+    conv2d_workspace_bytes,
+    pool3d_workspace_bytes,
+)
 from buildgen.ir import Graph, Node
 
 
@@ -136,14 +140,23 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     ep = build_epilogue(ctx, node, nodes[1:])
     if b:
         ep = Epilogue(b, 0, ep.activation)
-    params = [Param("X", x, "float"), Param("W", wt, "float")]
+    fields = _conv_fields(geometry, group)
+    # Constant filters of the GEMM form are packed once, at create (depthwise reads them as
+    # they are: 0 packed bytes).
+    packed_bytes = conv2d_packed_bytes(dict(fields)) if ctx.graph.is_weight(wt) else 0
+    filters = Param("Wp", "", "void", packed=True) if packed_bytes else Param("W", wt, "float")
+    params = [Param("X", x, "float"), filters]
     if ep.bias:
         params.append(Param("bias", ep.bias, "float"))
     params += [Param("Y", y, "float", is_output=True), Param("ws", "", "void")]
     code = Code()
     ep_arg = ep.declare(code)
-    code.line(f"bg_conv2d(p, X, W, {ep_arg}, Y, ws);")
-    fields = _conv_fields(geometry, group)
+    if packed_bytes:
+        code.line(f"bg_conv2d_prepacked(p, X, Wp, {ep_arg}, Y, ws);")
+    else:
+        code.line(f"bg_conv2d(p, X, W, {ep_arg}, Y, ws);")
+    packed = Packed("Wp", wt, packed_bytes, pack="bg_conv2d_pack_weights({params}, {src}, {dst});",
+                    check="bg_conv2d_packed_bytes({params})")
     return Kernel(
         kernel_stem(nodes),
         tuple(nodes),
@@ -152,6 +165,7 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         workspace=conv2d_workspace_bytes(dict(fields)),
         struct=("bg_conv2d_params", fields),
         workspace_check="bg_conv2d_workspace_bytes({params})",
+        packed=(packed,) if packed_bytes else (),
     )
 
 

@@ -47,10 +47,10 @@ def _math_call(op: str) -> Callable[[Node], str]:
 _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
     "Relu": lambda n: "{a} > 0.0f ? {a} : 0.0f",
     "LeakyRelu": lambda n: "{a} >= 0.0f ? {a} : {a} * " + _f(n, "alpha", 0.01),
-    "Sigmoid": lambda n: "1.0f / (1.0f + expf(-{a}))",
-    "Tanh": lambda n: "tanhf({a})",
-    "Erf": lambda n: "erff({a})",
-    "Exp": lambda n: "expf({a})",
+    "Sigmoid": lambda n: "bg_sigmoidf({a})",
+    "Tanh": lambda n: "bg_tanhf({a})",
+    "Erf": lambda n: "bg_erff({a})",
+    "Exp": lambda n: "bg_expf({a})",
     "Log": lambda n: "logf({a})",
     "Sqrt": lambda n: "sqrtf({a})",
     "Reciprocal": lambda n: "1.0f / {a}",
@@ -64,7 +64,7 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
     ),
     "HardSwish": lambda n: "{a} * fminf(1.0f, fmaxf(0.0f, {a} / 6.0f + 0.5f))",
     # log(1 + e^x) without overflow for large x
-    "Softplus": lambda n: "{a} > 0.0f ? {a} + log1pf(expf(-{a})) : log1pf(expf({a}))",
+    "Softplus": lambda n: "{a} > 0.0f ? {a} + log1pf(bg_expf(-{a})) : log1pf(bg_expf({a}))",
     "Softsign": lambda n: "{a} / (1.0f + fabsf({a}))",
     "Elu": lambda n: "{a} > 0.0f ? {a} : " + _f(n, "alpha", 1.0) + " * expm1f({a})",
     "Selu": lambda n: (
@@ -83,9 +83,11 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
         + _f(n, "alpha", 1.0)
         + "))"
     ),
-    "Mish": lambda n: "{a} * tanhf({a} > 0.0f ? {a} + log1pf(expf(-{a})) : log1pf(expf({a})))",
+    "Mish": lambda n: (
+        "{a} * bg_tanhf({a} > 0.0f ? {a} + log1pf(bg_expf(-{a})) : log1pf(bg_expf({a})))"
+    ),
     "ThresholdedRelu": lambda n: "{a} > " + _f(n, "alpha", 1.0) + " ? {a} : 0.0f",
-    "Swish": lambda n: "{a} / (1.0f + expf(-" + _f(n, "alpha", 1.0) + " * {a}))",
+    "Swish": lambda n: "{a} / (1.0f + bg_expf(-" + _f(n, "alpha", 1.0) + " * {a}))",
     "Shrink": lambda n: (
         "{a} < "
         + float_literal(-float_attr(n, "lambd", 0.5))
@@ -101,8 +103,8 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
 }
 
 _GELU = {
-    "none": "0.5f * {a} * (1.0f + erff({a} * 0.70710678f))",
-    "tanh": "0.5f * {a} * (1.0f + tanhf(0.7978846f * ({a} + 0.044715f * {a} * {a} * {a})))",
+    "none": "0.5f * {a} * (1.0f + bg_erff({a} * 0.70710678f))",
+    "tanh": "0.5f * {a} * (1.0f + bg_tanhf(0.7978846f * ({a} + 0.044715f * {a} * {a} * {a})))",
 }
 
 _ARITH = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}

@@ -53,7 +53,7 @@ def _lower(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         if softmax:
             code.line(f"float max = X[{at.format(k='0')}], sum = 0.0f;")
             code.line(f"for (int64_t k = 1; k < {c}; ++k) max = {xk} > max ? {xk} : max;")
-            code.line(f"for (int64_t k = 0; k < {c}; ++k) sum += expf({xk} - max);")
+            code.line(f"for (int64_t k = 0; k < {c}; ++k) sum += bg_expf({xk} - max);")
             code.line("const float shift = max + logf(sum);")
             if log_prob:
                 code.line(

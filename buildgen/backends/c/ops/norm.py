@@ -289,12 +289,12 @@ def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         code.line("double sum = 0.0;")
         code.line(f"for (int64_t j = 1; j < {n}; ++j) max = x[{at}] > max ? x[{at}] : max;")
         if log:
-            code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += expf(x[{at}] - max);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += bg_expf(x[{at}] - max);")
             code.line("const float shift = max + (float)log(sum);")
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = x[{at}] - shift;")
         else:
             with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
-                code.line(f"y[{at}] = expf(x[{at}] - max);")
+                code.line(f"y[{at}] = bg_expf(x[{at}] - max);")
                 code.line(f"sum += y[{at}];")
             code.line("const float scale = (float)(1.0 / sum);")
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] *= scale;")

@@ -78,16 +78,16 @@ class Activation:
         a, b = float_literal(self.alpha), float_literal(self.beta)
         return {
             "sigmoid": f"bg_sigmoidf({v})",
-            "tanh": f"tanhf({v})",
+            "tanh": f"bg_tanhf({v})",
             "relu": f"({v} > 0.0f ? {v} : 0.0f)",
             "affine": f"{a} * {v} + {b}",
             "leakyrelu": f"({v} >= 0.0f ? {v} : {a} * {v})",
             "thresholdedrelu": f"({v} > {a} ? {v} : 0.0f)",
-            "scaledtanh": f"{a} * tanhf({b} * {v})",
+            "scaledtanh": f"{a} * bg_tanhf({b} * {v})",
             "hardsigmoid": f"fminf(1.0f, fmaxf(0.0f, {a} * {v} + {b}))",
-            "elu": f"({v} >= 0.0f ? {v} : {a} * (expf({v}) - 1.0f))",
+            "elu": f"({v} >= 0.0f ? {v} : {a} * (bg_expf({v}) - 1.0f))",
             "softsign": f"{v} / (1.0f + fabsf({v}))",
-            "softplus": f"logf(1.0f + expf({v}))",
+            "softplus": f"logf(1.0f + bg_expf({v}))",
         }[self.name]
 
 

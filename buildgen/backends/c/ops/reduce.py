@@ -141,7 +141,7 @@ def _log_sum_exp(code: Code, base: str, r_ext: Sequence[int], r_in: Sequence[int
         code.line(f"const float v = X[{plus(base, linear(ri, r_in))}];")
         code.line("max = v > max ? v : max;")
     with code.loops(r_ext, prefix="r") as ri:
-        code.line(f"acc += expf(X[{plus(base, linear(ri, r_in))}] - max);")
+        code.line(f"acc += bg_expf(X[{plus(base, linear(ri, r_in))}] - max);")
 
 
 def _lower_arg(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:

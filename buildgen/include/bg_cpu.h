@@ -1,0 +1,96 @@
+/* bg_cpu.h — which instruction-set level this CPU runs, for an executor (model.c) whose host
+ * module was compiled once per level (rules/c.yaml `isa_variants`).
+ *
+ * Why per-level objects and not GCC/Clang `target_clones`: the kernels choose their
+ * instructions with the preprocessor (BG_FMA8 tests __FMA__, the shuffles test builtins),
+ * and most of a model's code is generated loops and inlined helpers, not a few named hot
+ * functions. A clone attribute changes neither the macros nor the code it does not annotate;
+ * compiling the whole module with -march=<level> changes both. The cost is one compile per
+ * level, run in parallel by the build.
+ *
+ * Levels are the x86-64 psABI's microarchitecture levels. The choice is made once per model
+ * instance, at create: the best compiled level the CPU runs, capped by BUILDGEN_MAX_ISA=<level>
+ * in the environment (to compare levels, or to reproduce a report from an older machine).
+ * Include once, from model.c only.
+ */
+#ifndef BG_CPU_H
+#define BG_CPU_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every level buildgen knows, in rank order: a level runs where its rank's test passes. */
+static const char *const bg_isa_known[] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+#define BG_ISA_KNOWN ((int)(sizeof bg_isa_known / sizeof bg_isa_known[0]))
+
+static int bg_isa_rank(const char *level)
+{
+    for (int i = 0; i < BG_ISA_KNOWN; ++i)
+        if (strcmp(level, bg_isa_known[i]) == 0) return i;
+    return -1;
+}
+
+/* Whether the CPU (and the OS: AVX state saved on context switch) runs level `rank`. */
+static int bg_cpu_runs(int rank)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+    /* GCC 12+ knows the psABI levels, with every feature of each (movbe, lzcnt, f16c, ...). */
+    switch (rank) {
+    case 0: return 1;
+    case 1: return __builtin_cpu_supports("x86-64-v2");
+    case 2: return __builtin_cpu_supports("x86-64-v3");
+    case 3: return __builtin_cpu_supports("x86-64-v4");
+    default: return 0;
+    }
+#else
+    /* Older GCC and Clang: the features that distinguish the levels in practice. */
+    switch (rank) {
+    case 0: return 1;
+    case 1:
+        return __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("ssse3") &&
+               __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("sse4.2");
+    case 2:
+        return bg_cpu_runs(1) && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+    case 3:
+        return bg_cpu_runs(2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    default: return 0;
+    }
+#endif
+#else
+    return rank == 0;
+#endif
+}
+
+/* The index of the first of `levels` (best first) that this CPU runs and BUILDGEN_MAX_ISA
+ * allows; -1 after writing why to `error` when there is none. */
+static int bg_isa_pick(const char *const *levels, int count, char *error, size_t size)
+{
+    const char *cap = getenv("BUILDGEN_MAX_ISA");
+    int max_rank = BG_ISA_KNOWN;
+    if (cap != NULL && cap[0] != '\0') {
+        max_rank = bg_isa_rank(cap);
+        if (max_rank < 0) {
+            snprintf(error, size,
+                     "BUILDGEN_MAX_ISA=%.64s is not a level (x86-64, x86-64-v2, x86-64-v3, "
+                     "x86-64-v4)", cap);
+            return -1;
+        }
+    }
+    for (int i = 0; i < count; ++i) {
+        const int rank = bg_isa_rank(levels[i]);
+        if (rank >= 0 && rank <= max_rank && bg_cpu_runs(rank)) return i;
+    }
+    snprintf(error, size,
+             "no variant of this library runs on this CPU%s%.64s (compiled for %s .. %s)",
+             max_rank < BG_ISA_KNOWN ? " under BUILDGEN_MAX_ISA=" : "",
+             max_rank < BG_ISA_KNOWN ? cap : "", levels[count - 1], levels[0]);
+    return -1;
+}
+
+#endif /* BG_CPU_H */
