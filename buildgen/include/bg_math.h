@@ -5,7 +5,8 @@
  * GELU's erff alone was a tenth of the encoder example's time. These are branch-free inline
  * functions (selects, not jumps; bit casts through memcpy; no float-to-int conversion, so no
  * undefined behaviour for NaN or huge inputs), so GCC and Clang vectorise the loops that call
- * them at every ISA level.
+ * them at every ISA level, given -fno-trapping-math (rules/c.yaml): otherwise the compiler may
+ * not evaluate both sides of a select and keeps the loop scalar.
  *
  * Accuracy, measured against float64 over the whole float range (every exponent, denormals,
  * +-0, +-inf, NaN) by tests/kernels/test_kernels_math.py:
@@ -163,7 +164,10 @@ static inline float bg__erf_tail(float ax) /* 1.25 <= |x| < 6: 1 - exp(-x^2 - 0.
                                                 s * (2.55305040643316442583e+03f +
                                                      s * (4.74528541206955367215e+02f +
                                                           s * -2.24409524465858183362e+01f))))));
-    const float rs = ax < 2.85714285714285f ? ra / sa : rb / sb;
+    /* both quotients, then a select: a division under a condition would keep the loop
+     * from vectorising (the compiler may not speculate an operation that can trap) */
+    const float qa = ra / sa, qb = rb / sb;
+    const float rs = ax < 2.85714285714285f ? qa : qb;
     /* z = |x| with its low 12 mantissa bits cleared: z*z is exact, (z-x)(z+x) small */
     const float z = bg__as_float(bg__as_bits(ax) & 0xfffff000u);
     const float e = bg_expf(-z * z - 0.5625f) * bg_expf((z - ax) * (z + ax) + rs);
