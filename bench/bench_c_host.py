@@ -7,7 +7,10 @@
 Every model is built once, for the default `c` target (one object per ISA level, the best
 the CPU runs picked at create), checked against onnxruntime (rtol 1e-3, atol 1e-4), then
 timed: buildgen (median of a few seconds of calls through buildgen.runtime) against
-onnxruntime with 1 intra-op thread and with every core, in the same process. Below the table:
+onnxruntime, both with 1 thread and both with every core, in the same process. The library is
+built with the default `threads: 1`; its every-core instance is created with
+BUILDGEN_NUM_THREADS=<cores>, and its outputs must be the same bits as the 1-thread
+instance's (the thread pool's promise), or the row says so. Below the table:
 the geometric means and the worst model of each ratio, then the single-core GFLOP/s of the
 largest GEMM shapes these models run (packed weights, as the generated code calls them)
 against the core's FMA peak measured in the same run (bench/kernels_gemm.py).
@@ -47,6 +50,7 @@ class Row:
     isa: str
     ours_ms: float
     ort1_ms: float
+    oursn_ms: float
     ortn_ms: float
     error: str = ""
 
@@ -72,23 +76,43 @@ def bench_model(name: str, build: Path, errors: dict[str, str]) -> Row:
     source, _ = _source_and_inputs(name)
     library = build / name / TARGET / f"lib{name}.so"
     if not library.is_file():
-        return Row(name, "-", 0, 0, 0, errors.get(name, "did not build")[:60])
+        return Row(name, "-", 0, 0, 0, 0, errors.get(name, "did not build")[:60])
     one, every = ort_session(source, 1), ort_session(source, os.cpu_count() or 1)
     inputs = _feeds(name, one)
     compiled = runtime.load(library)
-    ours = compiled.run(inputs)
+    threaded = _load_threaded(library, os.cpu_count() or 1)
+    ours, ours_n = compiled.run(inputs), threaded.run(inputs)
     for info, want in zip(compiled.outputs, one.run(None, inputs), strict=True):
         if not np.allclose(ours[info.name], want, rtol=RTOL, atol=ATOL):
-            return Row(name, compiled.cpu_isa, 0, 0, 0, f"output {info.name} differs")
+            return Row(name, compiled.cpu_isa, 0, 0, 0, 0, f"output {info.name} differs")
+        if ours[info.name].tobytes() != ours_n[info.name].tobytes():
+            return Row(name, compiled.cpu_isa, 0, 0, 0, 0, f"{info.name}: threads change bits")
     args = [inputs[i.name] for i in compiled.inputs]
     row = Row(
         name, compiled.cpu_isa,
         1e3 * latency(lambda: compiled(*args)),
         1e3 * latency(lambda: one.run(None, inputs)),
+        1e3 * latency(lambda: threaded(*args)),
         1e3 * latency(lambda: every.run(None, inputs)),
     )
     compiled.close()
+    threaded.close()
     return row
+
+
+def _load_threaded(library: Path, threads: int):
+    """An instance of `library` on `threads` threads (BUILDGEN_NUM_THREADS, read at create)."""
+    from buildgen import runtime
+
+    previous = os.environ.get("BUILDGEN_NUM_THREADS")
+    os.environ["BUILDGEN_NUM_THREADS"] = str(threads)
+    try:
+        return runtime.load(library)
+    finally:
+        if previous is None:
+            del os.environ["BUILDGEN_NUM_THREADS"]
+        else:
+            os.environ["BUILDGEN_NUM_THREADS"] = previous
 
 
 def _geomean(values: list[float]) -> float:
@@ -97,13 +121,13 @@ def _geomean(values: list[float]) -> float:
 
 def print_table(rows: list[Row], markdown: bool) -> None:
     threads = os.cpu_count() or 1
-    head = ["model", "ISA picked", "buildgen ms", "ort 1 thread ms", "buildgen/ort 1",
-            f"ort {threads} threads ms", f"buildgen/ort {threads}"]
+    head = ["model", "ISA picked", "buildgen 1 thread ms", "ort 1 thread ms", "buildgen/ort 1",
+            f"buildgen {threads} threads ms", f"ort {threads} threads ms",
+            f"buildgen/ort {threads}"]
     cells = [
-        [r.model, r.isa, r.error or f"{r.ours_ms:.2f}", "-" if r.error else f"{r.ort1_ms:.2f}",
-         "-" if r.error else f"{r.ours_ms / r.ort1_ms:.2f}",
-         "-" if r.error else f"{r.ortn_ms:.2f}",
-         "-" if r.error else f"{r.ours_ms / r.ortn_ms:.2f}"]
+        [r.model, r.isa, r.error or f"{r.ours_ms:.2f}", *(["-"] * 5 if r.error else [
+            f"{r.ort1_ms:.2f}", f"{r.ours_ms / r.ort1_ms:.2f}", f"{r.oursn_ms:.2f}",
+            f"{r.ortn_ms:.2f}", f"{r.oursn_ms / r.ortn_ms:.2f}"])]
         for r in rows
     ]
     if markdown:
@@ -119,7 +143,7 @@ def print_table(rows: list[Row], markdown: bool) -> None:
     if not timed:
         return
     one = [r.ours_ms / r.ort1_ms for r in timed]
-    every = [r.ours_ms / r.ortn_ms for r in timed]
+    every = [r.oursn_ms / r.ortn_ms for r in timed]
     worst = max(timed, key=lambda r: r.ours_ms / r.ort1_ms)
     print(f"\n{len(timed)} of {len(rows)} models built, matched and timed")
     print(f"buildgen/ort, 1 thread: geomean {_geomean(one):.2f}, worst "

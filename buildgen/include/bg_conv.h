@@ -25,11 +25,6 @@ typedef struct bg_conv2d_params {
     int64_t pad_top, pad_left; /* bottom/right padding is implied by OH/OW */
 } bg_conv2d_params;
 
-/* The im2col B source: the convolution, and a scratch row of the packing block's width. */
-typedef struct bg__im2col {
-    const bg_conv2d_params *p;
-    float *row;
-} bg__im2col;
 
 /* row[0:len) = im2col row (kh, kw) of plane xc for output columns starting at (oh, ow):
  * per output row, zeros where the tap falls in the padding and a copy in between. */
@@ -70,16 +65,15 @@ static inline void bg__im2col_row(const bg_conv2d_params *p, const float *xc, in
 }
 
 /* B packer over the im2col view of one image-group (s->data points at its first channel):
- * row k = (c, kh, kw), column j = (oh, ow). Each row is built contiguously in scratch, then
- * cut into the NR-wide micro-panels with fixed-size copies. */
+ * row k = (c, kh, kw), column j = (oh, ow). Each row is built contiguously in `row` (the
+ * calling thread's scratch, the packing block's width), then cut into the NR-wide
+ * micro-panels with fixed-size copies. */
 static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
-                                     int64_t nc, float *dst)
+                                     int64_t nc, float *dst, float *row)
 {
-    const bg__im2col *ic = (const bg__im2col *)s->ctx;
-    const bg_conv2d_params *p = ic->p;
+    const bg_conv2d_params *p = (const bg_conv2d_params *)s->ctx;
     const int64_t NR = BG_GEMM_NR, KHW = p->KH * p->KW;
     const int64_t n_pad = bg__round_up(nc, NR);
-    float *row = ic->row;
     for (int64_t j = nc; j < n_pad; ++j) row[j] = 0.0f;
     for (int64_t k = 0; k < kc; ++k) {
         const int64_t c = (k0 + k) / KHW, r = (k0 + k) % KHW;
@@ -148,78 +142,113 @@ static inline void bg__pad_plane(const bg_conv2d_params *p, const float *x, int6
 }
 
 /* Convolutions with one input channel per group: output channel m reads input channel
- * m / (M / group), a weighted sliding window per output row (bg_window.h). */
-BG_API void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const float *Wt,
-                              const bg_epilogue *ep, float *Y, void *workspace)
+ * m / (M / group), a weighted sliding window per output row (bg_window.h). One task per
+ * input plane (image n, channel c): its output channels, through one padded copy. */
+typedef struct bg__conv_direct {
+    const bg_conv2d_params *p;
+    const float *X, *Wt;
+    const bg_epilogue *ep;
+    float *Y;
+} bg__conv_direct;
+
+static void bg__conv2d_direct_task(const void *ctx, int64_t task, void *workspace)
 {
-    const int64_t Mg = p->M / p->group, OW = p->OW;
-    const int epilogue = bg__epilogue_active(ep);
+    const bg__conv_direct *d = (const bg__conv_direct *)ctx;
+    const bg_conv2d_params *p = d->p;
+    const int64_t Mg = p->M / p->group, OW = p->OW, n = task / p->C, c = task % p->C;
+    const int epilogue = bg__epilogue_active(d->ep);
     int64_t hp, wp;
     const int copy = bg__conv_direct_copy(p, &hp, &wp);
-    float *padded = copy ? bg__align64(workspace) : NULL;
     const bg__window win =
         copy ? bg__window_make(hp, wp, OW, p->KH, p->KW, p->stride_h, p->stride_w, p->dil_h,
                                p->dil_w, 0, 0)
              : bg__window_make(p->H, p->W, OW, p->KH, p->KW, p->stride_h, p->stride_w,
                                p->dil_h, p->dil_w, 0, 0);
-    for (int64_t n = 0; n < p->N; ++n)
-        for (int64_t m = 0; m < p->M; ++m) {
-            const float *x = X + (n * p->C + m / Mg) * p->H * p->W;
-            if (copy && m % Mg == 0) bg__pad_plane(p, x, hp, wp, padded);
-            if (copy) x = padded;
-            const float *w = Wt + m * p->KH * p->KW;
-            float *y = Y + (n * p->M + m) * p->OH * OW;
-            const float bias = ep && ep->bias ? ep->bias[m] : 0.0f;
-            for (int64_t oh = 0; oh < p->OH; ++oh) {
-                bg__window_row(&win, BG__WIN_WSUM, x, w, oh, y + oh * OW);
-                if (epilogue) bg__epilogue_row(y + oh * OW, OW, NULL, bias, ep);
-            }
+    const float *x = d->X + (n * p->C + c) * p->H * p->W;
+    if (copy) {
+        float *padded = bg__align64(workspace);
+        bg__pad_plane(p, x, hp, wp, padded);
+        x = padded;
+    }
+    for (int64_t m = c * Mg; m < (c + 1) * Mg; ++m) {
+        const float *w = d->Wt + m * p->KH * p->KW;
+        float *y = d->Y + (n * p->M + m) * p->OH * OW;
+        const float bias = d->ep && d->ep->bias ? d->ep->bias[m] : 0.0f;
+        for (int64_t oh = 0; oh < p->OH; ++oh) {
+            bg__window_row(&win, BG__WIN_WSUM, x, w, oh, y + oh * OW);
+            if (epilogue) bg__epilogue_row(y + oh * OW, OW, NULL, bias, d->ep);
         }
+    }
 }
 
-/* The GEMM form (Cg > 1); packed: NULL, or the filters from bg_conv2d_pack_weights. */
-static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const float *Wt,
-                            const float *packed, const bg_epilogue *ep, float *Y,
-                            void *workspace)
+static void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const float *Wt,
+                              const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
+    const bg__conv_direct d = {p, X, Wt, ep, Y};
+    const int small = p->M * p->OH * p->OW * p->KH * p->KW < BG_GEMM_PARALLEL_MIN_MACS;
+    bg_parallel(small ? NULL : pool, p->N * p->C, bg__conv2d_direct_task, &d, workspace);
+}
+
+/* The GEMM of image n, group g (task n * group + g) of a convolution's GEMM form. */
+typedef struct bg__conv_gemm {
+    const bg_conv2d_params *p;
+    const float *X, *Wt, *packed;
+    const bg_epilogue *ep;
+    float *Y;
+    bg_threadpool *pool; /* NULL when the tasks themselves run in parallel */
+} bg__conv_gemm;
+
+static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
+{
+    const bg__conv_gemm *c = (const bg__conv_gemm *)ctx;
+    const bg_conv2d_params *p = c->p;
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
     const int64_t Kg = Cg * p->KH * p->KW, Ng = p->OH * p->OW;
-    const int pointwise = bg__conv_is_pointwise(p);
-    float *ws = bg__align64(workspace);
-    for (int64_t n = 0; n < p->N; ++n)
-        for (int64_t g = 0; g < p->group; ++g) {
-            const float *xg = X + (n * p->C + g * Cg) * p->H * p->W;
-            const float *wg = Wt ? Wt + g * Mg * Kg : NULL;
-            const float *pg = packed ? packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg : NULL;
-            float *yg = Y + (n * p->M + g * Mg) * Ng;
-            bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f};
-            if (ep) {
-                epg = *ep;
-                epg.bias_axis = 1;
-                if (ep->bias) epg.bias = ep->bias + g * Mg;
-            }
-            if (pointwise && !pg) { /* bg_sgemm: its matrix-vector paths when Mg or Ng is 1 */
-                bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace);
-            } else if (pointwise) {
-                const bg__bsrc src = {bg__pack_b_matrix, xg, Ng, 0, NULL};
-                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws, pg);
-            } else {
-                const bg__im2col ic = {p, ws + bg__gemm_pack_floats(Mg, Ng, Kg)};
-                const bg__bsrc src = {bg__pack_b_im2col, xg, 0, 0, &ic};
-                bg__gemm_blocked(Mg, Ng, Kg, 1.0f, 0, wg, Kg, &src, 0.0f, yg, Ng, &epg, ws, pg);
-            }
-        }
+    const int64_t n = task / p->group, g = task % p->group;
+    const float *xg = c->X + (n * p->C + g * Cg) * p->H * p->W;
+    const float *wg = c->Wt ? c->Wt + g * Mg * Kg : NULL;
+    const float *pg = c->packed ? c->packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg : NULL;
+    float *yg = c->Y + (n * p->M + g * Mg) * Ng;
+    bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f};
+    if (c->ep) {
+        epg = *c->ep;
+        epg.bias_axis = 1;
+        if (c->ep->bias) epg.bias = c->ep->bias + g * Mg;
+    }
+    if (bg__conv_is_pointwise(p) && !pg) { /* bg_sgemm: its matrix-vector paths for 1s */
+        bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace,
+                 c->pool);
+        return;
+    }
+    const bg__bsrc src = bg__conv_is_pointwise(p)
+                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL}
+                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p};
+    const bg__gemm gemm = {Mg, Ng, Kg, 1.0f, 0.0f, 0, wg, Kg, pg, &src, yg, Ng, &epg};
+    bg__gemm_run(&gemm, bg__align64(workspace), c->pool);
+}
+
+/* The GEMM form (Cg > 1); packed: NULL, or the filters from bg_conv2d_pack_weights. With
+ * enough (image, group) GEMMs to share out evenly, each thread takes whole GEMMs; otherwise
+ * each GEMM is split across the threads. */
+static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const float *Wt,
+                            const float *packed, const bg_epilogue *ep, float *Y,
+                            void *workspace, bg_threadpool *pool)
+{
+    const int64_t gemms = p->N * p->group, threads = bg_threadpool_threads(pool);
+    const int whole = threads > 1 && (gemms >= 4 * threads || gemms % threads == 0);
+    const bg__conv_gemm c = {p, X, Wt, packed, ep, Y, whole ? NULL : pool};
+    bg_parallel(whole ? pool : NULL, gemms, bg__conv2d_gemm_task, &c, workspace);
 }
 
 /* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias (if any) is per output
- * channel whatever ep->bias_axis says. */
+ * channel whatever ep->bias_axis says. pool: NULL or the instance's (see bg_sgemm). */
 BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
-                      const bg_epilogue *ep, float *Y, void *workspace)
+                      const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
     if (p->C / p->group == 1)
-        bg__conv2d_direct(p, X, Wt, ep, Y, workspace);
+        bg__conv2d_direct(p, X, Wt, ep, Y, workspace, pool);
     else
-        bg__conv2d_gemm(p, X, Wt, NULL, ep, Y, workspace);
+        bg__conv2d_gemm(p, X, Wt, NULL, ep, Y, workspace, pool);
 }
 
 /* ---- Filters packed once (at create) into the GEMM's A panels, per group ----
@@ -244,9 +273,9 @@ BG_API void bg_conv2d_pack_weights(const bg_conv2d_params *p, const float *Wt, v
 
 /* bg_conv2d with the filters from bg_conv2d_pack_weights (the GEMM form only). */
 BG_API void bg_conv2d_prepacked(const bg_conv2d_params *p, const float *X, const void *packed,
-                                const bg_epilogue *ep, float *Y, void *workspace)
+                                const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
-    bg__conv2d_gemm(p, X, NULL, (const float *)packed, ep, Y, workspace);
+    bg__conv2d_gemm(p, X, NULL, (const float *)packed, ep, Y, workspace, pool);
 }
 
 #endif /* BG_CONV_H */

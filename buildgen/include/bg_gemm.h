@@ -168,20 +168,36 @@ static inline int64_t bg__gemm_pack_floats(int64_t M, int64_t N, int64_t K)
     return bg__round_up(mc * kc, 16) + nc * kc;
 }
 
-/* C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C) for M, N, K >= 1 and alpha != 0.
- * packed_a: NULL, or op(A) packed once ahead of time (bg_sgemm_pack_a); A is then unused. */
-static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int trans_a,
-                             const float *A, int64_t lda, const bg__bsrc *bsrc, float beta,
-                             float *C, int64_t ldc, const bg_epilogue *ep, float *ws,
-                             const float *packed_a)
+/* One GEMM C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C), M, N, K >= 1, alpha != 0:
+ * what every thread working on it reads. */
+typedef struct bg__gemm {
+    int64_t M, N, K;
+    float alpha, beta;
+    int trans_a;
+    const float *A;
+    int64_t lda;
+    const float *packed_a; /* NULL, or op(A) packed once ahead of time (bg_sgemm_pack_a) */
+    const bg__bsrc *bsrc;
+    float *C;
+    int64_t ldc;
+    const bg_epilogue *ep;
+} bg__gemm;
+
+/* Rows [i0, i1) x columns [j0, j1) of the GEMM g, with i0 a multiple of MR and j0 of NR:
+ * every tile is then the one the whole-matrix loop would compute (same MR x NR grid, same
+ * K slices, same edge handling), so splitting C among threads changes no bit of it. */
+static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                             float *ws)
 {
-    const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR;
+    const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR, M = g->M, N = g->N, K = g->K;
+    const bg__bsrc *bsrc = g->bsrc;
     const int direct_b = bsrc->pack == bg__pack_b_matrix && !bsrc->trans &&
                          M <= BG_GEMM_DIRECT_B_MAX_M;
-    const int epilogue = bg__epilogue_active(ep);
+    const int epilogue = bg__epilogue_active(g->ep);
     float *const pa = ws;
     float *const pb = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), MR) *
                                             bg__min64(K, BG_GEMM_KC), 16);
+    float *const scratch = ws + bg__gemm_pack_floats(M, N, K);
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     /* With a single row block (M <= MC) a packed B block is used once, right after it is
      * packed: keep it small enough to stay in L2 rather than round-tripping through L3.
@@ -193,29 +209,29 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
         if (nc_cap < bg__round_up(4 * M, NR)) nc_cap = bg__round_up(4 * M, NR);
         nc_cap = bg__min64(BG_GEMM_NC, nc_cap);
     }
-    const int64_t nc_step = bg__balanced_block(N, nc_cap, NR);
-    for (int64_t jc = 0; jc < N; jc += nc_step) {
-        const int64_t nc = bg__min64(nc_step, N - jc);
+    const int64_t nc_step = bg__balanced_block(j1 - j0, nc_cap, NR);
+    for (int64_t jc = j0; jc < j1; jc += nc_step) {
+        const int64_t nc = bg__min64(nc_step, j1 - jc);
         for (int64_t pc = 0; pc < K; pc += kc_step) {
             const int64_t kc = bg__min64(kc_step, K - pc);
-            const float beta_k = pc == 0 ? beta : 1.0f; /* later slices accumulate */
+            const float beta_k = pc == 0 ? g->beta : 1.0f; /* later slices accumulate */
             const int last_k = pc + kc == K;
             const int64_t n_full = nc / NR * NR;
             const float *bblock = pb;
             if (!bsrc->pack) /* prepacked: slice pc holds all panels, see bg_sgemm_pack_b */
                 bblock = bsrc->data + pc * bg__round_up(N, NR) + jc * kc;
             else if (!direct_b)
-                bsrc->pack(bsrc, pc, kc, jc, nc, pb);
+                bsrc->pack(bsrc, pc, kc, jc, nc, pb, scratch);
             else if (n_full < nc) /* only the ragged last panel needs padding */
-                bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb);
-            for (int64_t ic = 0; ic < M; ic += BG_GEMM_MC) {
-                const int64_t mc = bg__min64(BG_GEMM_MC, M - ic);
+                bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb, scratch);
+            for (int64_t ic = i0; ic < i1; ic += BG_GEMM_MC) {
+                const int64_t mc = bg__min64(BG_GEMM_MC, i1 - ic);
                 /* prepacked: slice pc holds all of A's panels, row block ic from panel ic/MR */
                 const float *ablock = pa;
-                if (packed_a)
-                    ablock = packed_a + pc * bg__round_up(M, MR) + ic * kc;
+                if (g->packed_a)
+                    ablock = g->packed_a + pc * bg__round_up(M, MR) + ic * kc;
                 else
-                    bg__pack_a(trans_a, A, lda, ic, mc, pc, kc, pa);
+                    bg__pack_a(g->trans_a, g->A, g->lda, ic, mc, pc, kc, pa);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t nr = bg__min64(NR, nc - jr);
                     const float *b = bblock + jr / NR * kc * NR;
@@ -227,18 +243,87 @@ static void bg__gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, int t
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int64_t mr = bg__min64(MR, mc - ir);
                         const float *a = ablock + ir / MR * kc * MR;
-                        float *c = C + (ic + ir) * ldc + jc + jr;
+                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
                         if (mr == MR && nr == NR)
-                            bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta_k);
+                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k);
                         else
-                            bg__ukernel_edge(kc, a, b, bs, c, ldc, mr, nr, alpha, beta_k);
+                            bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
                         if (last_k && epilogue)
-                            bg__epilogue_block(c, ldc, ic + ir, jc + jr, mr, nr, ep);
+                            bg__epilogue_block(c, g->ldc, ic + ir, jc + jr, mr, nr, g->ep);
                     }
                 }
             }
         }
     }
+}
+
+/* Below this many multiply-adds a GEMM runs on one thread: waking the pool would cost more
+ * than the threads gain. */
+#define BG_GEMM_PARALLEL_MIN_MACS (128 * 1024)
+
+/* A GEMM cut into a grid of blocks of C, one block per task. */
+typedef struct bg__gemm_split {
+    const bg__gemm *g;
+    int64_t row_step, col_step, col_tasks;
+} bg__gemm_split;
+
+static void bg__gemm_task(const void *ctx, int64_t task, void *ws)
+{
+    const bg__gemm_split *s = (const bg__gemm_split *)ctx;
+    const int64_t i0 = task / s->col_tasks * s->row_step, j0 = task % s->col_tasks * s->col_step;
+    bg__gemm_blocked(s->g, i0, bg__min64(i0 + s->row_step, s->g->M), j0,
+                     bg__min64(j0 + s->col_step, s->g->N), bg__align64(ws));
+}
+
+/* Estimated time of one block of rows x cols: its multiply-adds (whole tiles) plus the
+ * packing it repeats in every block, at a sixteenth of the multiply-add rate. */
+static inline int64_t bg__gemm_block_cost(const bg__gemm *g, int64_t rows, int64_t cols)
+{
+    const int64_t K = g->K;
+    int64_t cost = bg__round_up(rows, BG_GEMM_MR) * bg__round_up(cols, BG_GEMM_NR) * K;
+    if (!g->packed_a) cost += 16 * rows * K;
+    if (g->bsrc->pack) cost += 16 * cols * K;
+    return cost + 4096; /* a task's fixed cost */
+}
+
+/* The grid (row_step x col_step blocks, on the MR x NR tile grid) that finishes soonest on
+ * `threads` threads, with at most two blocks per thread. */
+static bg__gemm_split bg__gemm_plan(const bg__gemm *g, int threads)
+{
+    const int64_t row_panels = (g->M + BG_GEMM_MR - 1) / BG_GEMM_MR;
+    const int64_t col_panels = (g->N + BG_GEMM_NR - 1) / BG_GEMM_NR;
+    const int64_t max_tasks = 2 * (int64_t)threads;
+    bg__gemm_split best = {g, g->M, g->N, 1};
+    int64_t best_time = bg__gemm_block_cost(g, g->M, g->N), best_tasks = 1;
+    for (int64_t c = 1; c <= bg__min64(col_panels, max_tasks); ++c)
+        for (int64_t r = 1; r <= bg__min64(row_panels, max_tasks / c); ++r) {
+            const int64_t col_step = (col_panels + c - 1) / c * BG_GEMM_NR;
+            const int64_t row_step = (row_panels + r - 1) / r * BG_GEMM_MR;
+            const int64_t tasks = ((g->N + col_step - 1) / col_step) *
+                                  ((g->M + row_step - 1) / row_step);
+            const int64_t rounds = (tasks + threads - 1) / threads;
+            const int64_t time = rounds * bg__gemm_block_cost(g, bg__min64(row_step, g->M),
+                                                              bg__min64(col_step, g->N));
+            if (time < best_time || (time == best_time && tasks < best_tasks)) {
+                best = (bg__gemm_split){g, row_step, col_step, (g->N + col_step - 1) / col_step};
+                best_time = time;
+                best_tasks = tasks;
+            }
+        }
+    return best;
+}
+
+/* The GEMM g on the pool's threads (or the caller's alone); ws is the caller's workspace. */
+static void bg__gemm_run(const bg__gemm *g, float *ws, bg_threadpool *pool)
+{
+    const int threads = bg_threadpool_threads(pool);
+    if (threads < 2 || g->M * g->N * g->K < BG_GEMM_PARALLEL_MIN_MACS) {
+        bg__gemm_blocked(g, 0, g->M, 0, g->N, ws);
+        return;
+    }
+    const bg__gemm_split split = bg__gemm_plan(g, threads);
+    const int64_t tasks = split.col_tasks * ((g->M + split.row_step - 1) / split.row_step);
+    bg_parallel(pool, tasks, bg__gemm_task, &split, ws);
 }
 
 #include "bg_gemv.h"
@@ -265,10 +350,12 @@ static inline void bg__gemm_no_product(int64_t M, int64_t N, float beta, float *
 
 /* Row-major single-precision GEMM: C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C).
  * op(A) is A[M,K] (lda >= K) or, with trans_a, A stored as [K,M] (lda >= M); likewise B.
- * beta == 0 means C is not read (may hold garbage/NaN). */
+ * beta == 0 means C is not read (may hold garbage/NaN). pool: NULL (the caller's thread
+ * only) or the instance's pool, whose workers bring their own workspace. */
 BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc, const bg_epilogue *ep, void *workspace)
+                     float *C, int64_t ldc, const bg_epilogue *ep, void *workspace,
+                     bg_threadpool *pool)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
@@ -277,11 +364,12 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
     }
     float *ws = bg__align64(workspace);
     if (M == 1 || N == 1) {
-        bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws);
+        bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws, pool);
         return;
     }
     const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
-    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep, ws, NULL);
+    const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
+    bg__gemm_run(&g, ws, pool);
 }
 
 /* ---- Prepacked B: for a constant op(B) (weights), pack once at load time ----
@@ -305,13 +393,14 @@ BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, i
     float *dst = (float *)packed;
     for (int64_t pc = 0; pc < K; pc += kc_step)
         bg__pack_b_matrix(&src, pc, bg__min64(kc_step, K - pc), 0, N,
-                          dst + pc * bg__round_up(N, BG_GEMM_NR));
+                          dst + pc * bg__round_up(N, BG_GEMM_NR), NULL);
 }
 
-/* bg_sgemm with op(B) from bg_sgemm_pack_b (same N, K); workspace as bg_sgemm's. */
+/* bg_sgemm with op(B) from bg_sgemm_pack_b (same N, K); workspace and pool as bg_sgemm's. */
 BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, float alpha,
                                const float *A, int64_t lda, const void *packed_b, float beta,
-                               float *C, int64_t ldc, const bg_epilogue *ep, void *workspace)
+                               float *C, int64_t ldc, const bg_epilogue *ep, void *workspace,
+                               bg_threadpool *pool)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0 || alpha == 0.0f) {
@@ -319,8 +408,8 @@ BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, flo
         return;
     }
     const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL};
-    bg__gemm_blocked(M, N, K, alpha, trans_a, A, lda, &bsrc, beta, C, ldc, ep,
-                     bg__align64(workspace), NULL);
+    const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
+    bg__gemm_run(&g, bg__align64(workspace), pool);
 }
 
 /* ---- Prepacked A: for a constant op(A) (a convolution's filters), pack once at load time ----

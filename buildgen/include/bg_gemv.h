@@ -77,43 +77,74 @@ static inline void bg__gemv_dot(int64_t L, int64_t K, const float *mat, int64_t 
     }
 }
 
+/* One matrix-vector product, as bg__gemv sets it up for its tasks. */
+typedef struct bg__gemv_job {
+    int64_t L, K;
+    const float *mat, *xv;
+    int64_t ld;
+    int axpy;
+    float alpha, beta;
+    float *C, *y;
+    int64_t cs; /* stride between consecutive results in C */
+    const float *bias_vec;
+    float bias_scalar;
+    const bg_epilogue *ep;
+    int64_t chunk; /* results per task, a multiple of 8 */
+} bg__gemv_job;
+
+/* Results [l0, l0 + chunk): a chunk starts on a multiple of 8, so each result takes the
+ * same vector or scalar path as in one pass over [0, L). */
+static void bg__gemv_task(const void *ctx, int64_t task, void *ws)
+{
+    const bg__gemv_job *j = (const bg__gemv_job *)ctx;
+    (void)ws;
+    const int64_t l0 = task * j->chunk, n = bg__min64(j->chunk, j->L - l0);
+    float *y = j->y + l0;
+    if (j->axpy)
+        bg__gemv_axpy(n, j->K, j->mat + l0, j->ld, j->xv, y);
+    else
+        bg__gemv_dot(n, j->K, j->mat + l0 * j->ld, j->ld, j->xv, y);
+    for (int64_t l = 0; l < n; ++l) {
+        float v = j->alpha * y[l];
+        if (j->beta != 0.0f) v += j->beta * j->C[(l0 + l) * j->cs];
+        y[l] = v;
+    }
+    if (bg__epilogue_active(j->ep))
+        bg__epilogue_row(y, n, j->bias_vec ? j->bias_vec + l0 : NULL, j->bias_scalar, j->ep);
+    for (int64_t l = 0; l < n; ++l) j->C[(l0 + l) * j->cs] = y[l];
+}
+
+/* Below this many multiply-adds a matrix-vector product runs on one thread. */
+#define BG_GEMV_PARALLEL_MIN_MACS (64 * 1024)
+
 /* bg_sgemm for M == 1 or N == 1 (the result is one row or one column of C). */
 BG_API void bg__gemv(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc, const bg_epilogue *ep, float *ws)
+                     float *C, int64_t ldc, const bg_epilogue *ep, float *ws, bg_threadpool *pool)
 {
     const int row = M == 1; /* else N == 1: the result is a column */
     const int64_t L = row ? N : M;
     /* The vector operand: op(A)[0, :] for a row result, op(B)[:, 0] for a column. */
     const float *xv = row ? A : B;
     const int64_t xs = row ? (trans_a ? lda : 1) : (trans_b ? 1 : ldb);
-    /* The matrix operand and whether its rows run along L (axpy form) or along K (dot). */
-    const float *mat = row ? B : A;
-    const int64_t ld = row ? ldb : lda;
-    const int axpy = row ? !trans_b : trans_a;
-
-    float *x = ws, *y = ws + bg__round_up(K, 16);
+    float *x = ws;
     if (xs != 1) {
         for (int64_t k = 0; k < K; ++k) x[k] = xv[k * xs];
         xv = x;
     }
-    if (axpy)
-        bg__gemv_axpy(L, K, mat, ld, xv, y);
-    else
-        bg__gemv_dot(L, K, mat, ld, xv, y);
-
-    const int64_t cs = row ? 1 : ldc; /* stride between consecutive results in C */
-    for (int64_t l = 0; l < L; ++l) {
-        float v = alpha * y[l];
-        if (beta != 0.0f) v += beta * C[l * cs];
-        y[l] = v;
+    /* Bias along L when its axis is the one that varies, otherwise one scalar. */
+    const int along = ep && ep->bias && ep->bias_axis == (row ? 0 : 1);
+    bg__gemv_job job = {
+        .L = L, .K = K, .xv = xv,
+        /* The matrix operand and whether its rows run along L (axpy form) or along K (dot). */
+        .mat = row ? B : A, .ld = row ? ldb : lda, .axpy = row ? !trans_b : trans_a,
+        .alpha = alpha, .beta = beta, .C = C, .y = ws + bg__round_up(K, 16),
+        .cs = row ? 1 : ldc, .bias_vec = along ? ep->bias : NULL,
+        .bias_scalar = ep && ep->bias && !along ? ep->bias[0] : 0.0f, .ep = ep, .chunk = L};
+    const int threads = bg_threadpool_threads(pool);
+    if (threads > 1 && L * K >= BG_GEMV_PARALLEL_MIN_MACS && L >= 16) {
+        /* Two chunks per thread, whole 8-result vectors each. */
+        job.chunk = bg__round_up((L + 2 * threads - 1) / (2 * threads), 8);
     }
-    if (bg__epilogue_active(ep)) {
-        /* Bias along L when its axis is the one that varies, otherwise one scalar. */
-        const int along = ep->bias && ep->bias_axis == (row ? 0 : 1);
-        const float *bv = along ? ep->bias : NULL;
-        const float bsc = ep->bias && !along ? ep->bias[0] : 0.0f;
-        bg__epilogue_row(y, L, bv, bsc, ep);
-    }
-    for (int64_t l = 0; l < L; ++l) C[l * cs] = y[l];
+    bg_parallel(pool, (L + job.chunk - 1) / job.chunk, bg__gemv_task, &job, NULL);
 }

@@ -9,11 +9,14 @@
  * extensions (bg_v8f), so one source becomes AVX2/FMA code with -march=x86-64-v3 and still
  * compiles (slower) without it. Kernels never allocate: callers pass a workspace sized by
  * the *_workspace_bytes functions (the codegen places it in the model's arena); it need not
- * be aligned. Single-threaded. Link with -lm.
+ * be aligned. GEMM, convolution and pooling take the model instance's thread pool (NULL:
+ * the caller's thread only) and give the same bits on any number of threads. Link with -lm
+ * and -pthread.
  *
  * Layout of this library (each part is included from here, never on its own):
  *   bg_kernels.h  types, vector helpers, activations and the epilogue (this file)
  *   bg_math.h     exp, tanh, erf, sigmoid, GELU as branch-free code loops vectorise
+ *   bg_threads.h  bg_threadpool (a model instance's threads) and bg_parallel
  *   bg_gemm.h     bg_sgemm: packed, cache-blocked GEMM with a register-blocked micro-kernel
  *   bg_pack.h     bg_sgemm's packing of A and B blocks into micro-panels
  *   bg_gemv.h     bg_sgemm's matrix-vector paths (M == 1 or N == 1)
@@ -246,6 +249,7 @@ static inline float *bg__align64(void *p)
     return (float *)((u + 63u) & ~(uintptr_t)63u);
 }
 
+#include "bg_threads.h"
 #include "bg_gemm.h"
 #include "bg_window.h"
 #include "bg_conv.h"

@@ -12,10 +12,12 @@
 /* Where op(B) comes from: a plain matrix, an image read through an implicit im2col (for
  * convolution), or panels packed ahead of time. `pack` writes columns [j0, j0+nc) of rows
  * [k0, k0+kc) as NR-wide micro-panels (panel p at dst + p*kc*NR, row k at +k*NR),
- * zero-padding the last panel; it is NULL when data is already packed (bg_sgemm_pack_b). */
+ * zero-padding the last panel; it is NULL when data is already packed (bg_sgemm_pack_b).
+ * `scratch` is private to the calling thread (the im2col row; the matrix packer ignores it). */
 typedef struct bg__bsrc bg__bsrc;
 struct bg__bsrc {
-    void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
+    void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst,
+                 float *scratch);
     const float *data; /* B, the image for im2col, or the prepacked panels */
     int64_t ld;        /* leading dimension of B */
     int trans;         /* B is stored [N, K] */
@@ -72,8 +74,9 @@ static inline void bg__transpose8x8(const float *src, int64_t ld, float *dst, in
 #endif
 
 static inline void bg__pack_b_matrix(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
-                                     int64_t nc, float *dst)
+                                     int64_t nc, float *dst, float *scratch)
 {
+    (void)scratch;
     const int64_t NR = BG_GEMM_NR, ld = s->ld;
     for (int64_t jp = 0; jp < nc; jp += NR, dst += kc * NR) {
         const int64_t nr = nc - jp < NR ? nc - jp : NR;

@@ -21,7 +21,8 @@ import pytest
 from buildgen.resources import include_dir
 
 HARNESS = Path(__file__).with_name("harness.c")
-BASE_FLAGS = ("-std=c11", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-fno-math-errno")
+BASE_FLAGS = ("-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-Werror",
+              "-fno-math-errno")
 FLAGS = {
     "avx2": ("-O3", "-march=x86-64-v3"),
     "generic": ("-O2",),
@@ -79,12 +80,12 @@ class Kernels:
         # the C prototype, grouped: trans, sizes, alpha, A, B, beta, C, epilogue, misalign
         lib.h_sgemm.argtypes = [
             *(i32, i32), *(i64, i64, i64), f32, *(F32P, i64), *(F32P, i64), f32, *(F32P, i64),
-            *(i32, F32P, i32, i32, f32, f32), i64,
+            *(i32, F32P, i32, i32, f32, f32), i64, i32,
         ]  # fmt: skip
         lib.h_sgemm.restype = i32
         lib.h_sgemm_prepacked.argtypes = lib.h_sgemm.argtypes
         lib.h_sgemm_prepacked.restype = i32
-        lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64, i32]
+        lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64, i32, i32]
         lib.h_conv2d.restype = i32
         lib.h_pool2d.argtypes = [I64P, i32, i32, F32P, F32P]
         lib.h_pool2d.restype = None
@@ -106,10 +107,12 @@ class Kernels:
         ep: Epilogue | None = None,
         misalign: int = 0,
         prepacked: bool = False,
+        threads: int = 1,
     ) -> None:
         """C = epilogue(alpha op(A) op(B) + beta C), in place; a, b, c may be strided views
         of row-major buffers (their row stride is passed as the leading dimension).
-        prepacked: go through bg_sgemm_pack_b + bg_sgemm_prepacked."""
+        prepacked: go through bg_sgemm_pack_b + bg_sgemm_prepacked; threads > 1: on a
+        thread pool of that size."""
         m, n = c.shape
         k = a.shape[0] if ta else a.shape[1]
         for arr in (a, b, c):
@@ -121,7 +124,7 @@ class Kernels:
             a.ctypes.data_as(F32P), a.strides[0] // 4, b.ctypes.data_as(F32P), b.strides[0] // 4,
             beta, c.ctypes.data_as(F32P), c.strides[0] // 4,
             int(ep is not None), fptr(e.bias), e.bias_axis, e.act, e.act_alpha, e.act_beta,
-            misalign,
+            misalign, threads,
         )  # fmt: skip
         assert rc == 0, "bg_sgemm wrote past its workspace"
 
@@ -134,8 +137,10 @@ class Kernels:
         y: np.ndarray,
         misalign: int = 0,
         prepacked: bool = False,
+        threads: int = 1,
     ) -> None:
-        """prepacked: filters through bg_conv2d_pack_weights + bg_conv2d_prepacked."""
+        """prepacked: filters through bg_conv2d_pack_weights + bg_conv2d_prepacked; threads
+        > 1: on a thread pool of that size."""
         p = np.asarray(params, dtype=np.int64)
         e = ep or Epilogue()
         rc = self.lib.h_conv2d(
@@ -150,6 +155,7 @@ class Kernels:
             fptr(y),
             misalign,
             int(prepacked),
+            threads,
         )
         assert rc == 0, "bg_conv2d wrote past its workspace"
 

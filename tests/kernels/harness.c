@@ -1,6 +1,9 @@
 /* Test harness: thin exported wrappers over bg_kernels.h for ctypes. Each wrapper gives the
  * kernel a deliberately misaligned, NaN-filled workspace of exactly the advertised size,
- * followed by a guard band, and returns 0 only if the guard is untouched afterwards. */
+ * followed by a guard band, and returns 0 only if the guard is untouched afterwards.
+ * `threads` > 1 runs the kernel on a thread pool of that size, made for the call (its
+ * workers get workspaces of the same size from the pool). */
+#define _GNU_SOURCE
 #include "bg_kernels.h"
 
 #include <stdlib.h>
@@ -33,6 +36,16 @@ static int ws_free(workspace w)
     return bad;
 }
 
+/* A pool of `threads` whose workers have `ws_bytes` each; NULL for one thread. */
+static bg_threadpool *pool_new(int threads, size_t ws_bytes)
+{
+    char why[160];
+    if (threads < 2) return NULL;
+    bg_threadpool *pool = bg_threadpool_create(threads, ws_bytes, why, sizeof why);
+    if (pool == NULL) abort();
+    return pool;
+}
+
 static bg_epilogue make_ep(const float *bias, int bias_axis, int act, float act_alpha,
                            float act_beta)
 {
@@ -43,16 +56,18 @@ static bg_epilogue make_ep(const float *bias, int bias_axis, int act, float act_
 int h_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
             int use_ep, const float *bias, int bias_axis, int act, float act_alpha,
-            float act_beta, int64_t misalign);
+            float act_beta, int64_t misalign, int threads);
 int h_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
             int use_ep, const float *bias, int bias_axis, int act, float act_alpha,
-            float act_beta, int64_t misalign)
+            float act_beta, int64_t misalign, int threads)
 {
     const bg_epilogue ep = make_ep(bias, bias_axis, act, act_alpha, act_beta);
     workspace w = ws_new(bg_sgemm_workspace_bytes(M, N, K), (size_t)misalign);
+    bg_threadpool *pool = pool_new(threads, w.bytes);
     bg_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, use_ep ? &ep : NULL,
-             w.start);
+             w.start, pool);
+    bg_threadpool_destroy(pool);
     return ws_free(w);
 }
 
@@ -60,19 +75,22 @@ int h_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                       float *C, int64_t ldc, int use_ep, const float *bias, int bias_axis,
-                      int act, float act_alpha, float act_beta, int64_t misalign);
+                      int act, float act_alpha, float act_beta, int64_t misalign,
+                      int threads);
 int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                       float *C, int64_t ldc, int use_ep, const float *bias, int bias_axis,
-                      int act, float act_alpha, float act_beta, int64_t misalign)
+                      int act, float act_alpha, float act_beta, int64_t misalign, int threads)
 {
     const bg_epilogue ep = make_ep(bias, bias_axis, act, act_alpha, act_beta);
     /* The packed B is a float array: misalign it by whole floats only. */
     workspace packed = ws_new(bg_sgemm_packed_b_bytes(N, K), (size_t)misalign & ~(size_t)3);
     bg_sgemm_pack_b(tb, N, K, B, ldb, packed.start);
     workspace w = ws_new(bg_sgemm_workspace_bytes(M, N, K), (size_t)misalign);
+    bg_threadpool *pool = pool_new(threads, w.bytes);
     bg_sgemm_prepacked(ta, M, N, K, alpha, A, lda, packed.start, beta, C, ldc,
-                       use_ep ? &ep : NULL, w.start);
+                       use_ep ? &ep : NULL, w.start, pool);
+    bg_threadpool_destroy(pool);
     return ws_free(w) | ws_free(packed);
 }
 
@@ -81,10 +99,10 @@ int h_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, float alp
 /* prepacked: filters through bg_conv2d_pack_weights + bg_conv2d_prepacked where they pack. */
 int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
              int act, float act_alpha, float act_beta, float *Y, int64_t misalign,
-             int prepacked);
+             int prepacked, int threads);
 int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, const float *bias,
              int act, float act_alpha, float act_beta, float *Y, int64_t misalign,
-             int prepacked)
+             int prepacked, int threads)
 {
     const bg_conv2d_params cp = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
                                  p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
@@ -92,13 +110,16 @@ int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, cons
     const bg_epilogue ep = make_ep(bias, 0, act, act_alpha, act_beta);
     workspace w = ws_new(bg_conv2d_workspace_bytes(&cp), (size_t)misalign);
     const size_t packed_bytes = prepacked ? bg_conv2d_packed_bytes(&cp) : 0;
+    bg_threadpool *pool = pool_new(threads, w.bytes);
     if (packed_bytes == 0) {
-        bg_conv2d(&cp, X, Wt, use_ep ? &ep : NULL, Y, w.start);
+        bg_conv2d(&cp, X, Wt, use_ep ? &ep : NULL, Y, w.start, pool);
+        bg_threadpool_destroy(pool);
         return ws_free(w);
     }
     workspace packed = ws_new(packed_bytes, (size_t)misalign & ~(size_t)3);
     bg_conv2d_pack_weights(&cp, Wt, packed.start);
-    bg_conv2d_prepacked(&cp, X, packed.start, use_ep ? &ep : NULL, Y, w.start);
+    bg_conv2d_prepacked(&cp, X, packed.start, use_ep ? &ep : NULL, Y, w.start, pool);
+    bg_threadpool_destroy(pool);
     return ws_free(w) | ws_free(packed);
 }
 

@@ -22,11 +22,15 @@ void module_entry(float *a, float *b, float *c, void *ws, const bg_conv2d_params
 void module_entry(float *a, float *b, float *c, void *ws, const bg_conv2d_params *cp,
                   const bg_pool2d_params *pp, const bg_epilogue *ep)
 {
-    bg_sgemm(0, 1, 4, 5, 6, 1.0f, a, 6, b, 6, 0.0f, c, 5, ep, ws);
+    char why[160];
+    bg_threadpool *pool = bg_threadpool_create(2, 4096, why, sizeof why);
+    bg_sgemm(0, 1, 4, 5, 6, 1.0f, a, 6, b, 6, 0.0f, c, 5, ep, ws, pool);
     bg_sgemm_pack_b(1, 5, 6, b, 6, ws);
-    bg_sgemm_prepacked(0, 4, 5, 6, 1.0f, a, 6, ws, 0.0f, c, 5, ep, b);
+    bg_sgemm_prepacked(0, 4, 5, 6, 1.0f, a, 6, ws, 0.0f, c, 5, ep, b, NULL);
     c[2] = (float)bg_sgemm_packed_b_bytes(5, 6);
-    bg_conv2d(cp, a, b, ep, c, ws);
+    bg_conv2d(cp, a, b, ep, c, ws, pool);
+    c[3] = (float)(bg_threads_wanted(0, why, sizeof why) + bg_threadpool_threads(pool));
+    bg_threadpool_destroy(pool);
     bg_maxpool2d(pp, a, c);
     bg_avgpool2d(pp, a, c);
     c[0] = (float)(bg_sgemm_workspace_bytes(4, 5, 6) + bg_conv2d_workspace_bytes(cp));
@@ -43,7 +47,8 @@ def test_header_compiles_without_warnings(tmp_path: Path, flags: str, source: st
     compile_c(src, tmp_path / f"{source}.so", FLAGS[flags])
 
 
-PARTS = ["bg_gemm.h", "bg_pack.h", "bg_gemv.h", "bg_window.h", "bg_conv.h", "bg_pool.h"]
+PARTS = ["bg_gemm.h", "bg_pack.h", "bg_gemv.h", "bg_window.h", "bg_conv.h", "bg_pool.h",
+         "bg_threads.h"]
 
 
 @pytest.mark.parametrize("part", PARTS)

@@ -100,7 +100,7 @@ def test_links_take_every_object_and_the_archive_is_deterministic(planned):
                "mlp/cpu/obj/weights.o")
     shared = plan.action_for("mlp/cpu/libmlp.so")
     assert shared.inputs == objects
-    assert shared.variable("ldflags") == ("-lm",)
+    assert shared.variable("ldflags") == ("-lm", "-pthread")
     assert plan.action_for("mlp/cpu/libmlp.a").inputs == objects
     assert "rcsD" in plan.rule("ar").command
 

@@ -2,8 +2,9 @@
 
 It generates one readable C module per model: a static function per kernel or fused
 group, one exported function per region, intermediates in env->scratch at offsets chosen
-by the memory planner. Options (opt_level, ...) only affect compile flags, which live in
-rules/c.yaml, so `generate` ignores them.
+by the memory planner. Options other than `threads` (opt_level, march, ...) only affect
+compile flags, which live in rules/c.yaml; `threads` sets the size of the thread pool the
+module's create starts.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class CBackend:
         weights: Mapping[str, np.ndarray] | None = None,
     ) -> GeneratedSource:
         require_c_identifier(model)
-        text = render_module(model, graph, self.lower(graph, partition, weights))
+        threads = options.get("threads", 1)
+        assert isinstance(threads, int)  # the schema says so
+        text = render_module(model, graph, self.lower(graph, partition, weights), threads)
         return GeneratedSource(filename="c.c", language="c", text=text)
 
     def plan_summary(

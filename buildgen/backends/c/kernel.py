@@ -25,14 +25,22 @@ class Param:
     ctype: str  # element type: "float", "int64_t", "uint8_t"; "void" for the workspace
     is_output: bool = False
     packed: bool = False  # bound to the kernel's Packed of this name (in env->state)
+    pool: bool = False  # bound to the model instance's thread pool (NULL: one thread)
 
     def declaration(self) -> str:
+        if self.pool:
+            return f"bg_threadpool *{self.name}"
         if self.packed:
             return f"const void *restrict {self.name}"
         if not self.tensor:
             return f"void *restrict {self.name}"
         const = "" if self.is_output else "const "
         return f"{const}{self.ctype} *restrict {self.name}"
+
+
+# The parameter of a kernel that calls a bg_kernels.h function taking the thread pool
+# (bg_sgemm, bg_conv2d, ...): the function splits its work over the instance's threads.
+POOL = Param("pool", "", "bg_threadpool", pool=True)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,10 @@ class Kernel:
     fallible: bool = False  # returns int: non-zero means `error_message`
     error_message: str = ""
     packed: tuple[Packed, ...] = ()  # constant operands packed at create
+
+    @property
+    def uses_pool(self) -> bool:
+        return any(p.pool for p in self.params)
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from buildgen.ir import Graph, Node
 # Names the region function itself uses, so no tensor local may take them.
 _RESERVED = (
     *("env", "in", "out", "scratch", "state", "fail", "memcpy", "NULL", "NAN", "INFINITY"),
+    *("instance", "c_instance", "pool", "packed"),
     *("int64_t", "int32_t", "uint8_t", "size_t"),
 )
 
@@ -147,14 +148,20 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
     uses_scratch = bool(lowered.workspace_offsets) or any(
         lowered.storage[t].kind == "scratch" for t in declared
     )
-    uses_state = any(isinstance(step, Kernel) and step.packed for step in lowered.steps)
+    kernels = [step for step in lowered.steps if isinstance(step, Kernel)]
+    uses_state = any(step.packed for step in kernels)
+    uses_pool = any(step.uses_pool for step in kernels)
     if uses_scratch:
         code.line("unsigned char *const scratch = env->scratch;")
+    if uses_state or uses_pool:
+        code.line("const c_instance *const instance = (const c_instance *)env->state;")
     if uses_state:
-        code.line("const unsigned char *const state = (const unsigned char *)env->state;")
+        code.line("const unsigned char *const state = instance->packed;")
+    if uses_pool:
+        code.line("bg_threadpool *const pool = instance->pool;")
     for tensor in declared:
         code.line(_pointer_decl(graph, names(tensor), tensor, lowered.storage[tensor], names))
-    uses = {"env": uses_scratch or uses_state
+    uses = {"env": uses_scratch or uses_state or uses_pool
             or any(lowered.storage[t].kind == "weight" for t in declared)}
     uses["in"] = any(lowered.storage[t].kind == "input" for t in declared)
     uses["out"] = any(lowered.storage[t].kind == "output" for t in declared)
@@ -174,7 +181,8 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
             else "NULL"
         )
         args = [
-            f"state + {packed[(region.id, s, p.name)]}" if p.packed
+            "pool" if p.pool
+            else f"state + {packed[(region.id, s, p.name)]}" if p.packed
             else names(p.tensor) if p.tensor else workspace
             for p in step.params
         ]
@@ -223,11 +231,10 @@ def _pack_weights(graph: Graph, regions: Sequence[LoweredRegion], layout: Packed
         return []
     code = Code(indent=2)
     message = f"c backend: out of memory for the {total} bytes of packed weights"
-    code.line(f"void *const block = aligned_alloc(64, {total});")
-    code.line("if (block == NULL)")
+    code.line(f"unsigned char *const packed = (unsigned char *)aligned_alloc(64, {total});")
+    code.line("if (packed == NULL)")
     code.line(f"    return fail(env, {cnames.c_string(message)});")
-    code.line("unsigned char *const packed = (unsigned char *)block;")
-    code.line("env->state = block;")
+    code.line("instance->packed = packed;")
     for lowered in regions:
         for s, step in enumerate(lowered.steps):
             for pk in step.packed if isinstance(step, Kernel) else ():
@@ -265,14 +272,83 @@ def _library_checks(regions: Sequence[LoweredRegion]) -> list[str]:
     return list(code.lines)
 
 
-def _create(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> list[str]:
+# sched_getaffinity (glibc declares it only with _GNU_SOURCE, before any include)
+_GNU_SOURCE = [
+    "/* sched_getaffinity: the thread pool counts the CPUs this process may use */",
+    "#ifndef _GNU_SOURCE",
+    "#define _GNU_SOURCE",
+    "#endif",
+]
+
+_INSTANCE = """\
+/* What create makes for one model instance (env->state). */
+typedef struct c_instance {
+    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
+    unsigned char *packed; /* the constant operands packed at create */
+} c_instance;
+"""
+
+
+def _pool_workspace(regions: Sequence[LoweredRegion]) -> int | None:
+    """Workspace bytes each pool worker needs (the largest of the kernels that share their
+    work with the pool), or None when no kernel does: the module then starts no threads."""
+    sizes = [step.workspace for lowered in regions for step in lowered.steps
+             if isinstance(step, Kernel) and step.uses_pool]
+    return max(sizes) if sizes else None
+
+
+def _start_threads(threads: int, workspace: int) -> list[str]:
+    """create()'s thread pool: `threads` from the target, BUILDGEN_NUM_THREADS overriding."""
+    setting = "every CPU this process may use" if threads == 0 else str(threads)
+    code = Code(indent=2)
+    code.line(f"/* threads: {setting} (target attribute `threads`); BUILDGEN_NUM_THREADS "
+              "overrides */")
+    code.line("char why[160];")
+    code.line(f"const int threads = bg_threads_wanted({threads}, why, sizeof why);")
+    code.line("if (threads < 0)")
+    code.line("    return fail(env, why);")
+    code.line("if (threads > 1) {")
+    code.line(f"    instance->pool = bg_threadpool_create(threads, {workspace}, why, sizeof why);")
+    code.line("    if (instance->pool == NULL)")
+    code.line("        return fail(env, why);")
+    code.line("}")
+    return ["    {", *code.lines, "    }"]
+
+
+def _create(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int,
+            ) -> list[str]:
     layout, total = packed_layout(regions)
-    body = [*_library_checks(regions), *_pack_weights(graph, regions, layout, total)]
+    pool_workspace = _pool_workspace(regions)
+    has_instance = bool(total) or pool_workspace is not None
+    body = _library_checks(regions)
+    if has_instance:
+        message = cnames.c_string("c backend: out of memory for the model instance's state")
+        body += [
+            "    c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);",
+            "    if (instance == NULL)",
+            f"        return fail(env, {message});",
+            "    env->state = instance;",
+        ]
+    if pool_workspace is not None:
+        body += _start_threads(threads, pool_workspace)
+    body += _pack_weights(graph, regions, layout, total)
+    what = [
+        *(["starts the instance's thread pool"] if pool_workspace is not None else []),
+        *(["packs the constant GEMM/conv operands once"] if total else []),
+    ]
     doc = [
         "/* Intermediates and workspaces live in env->scratch: create checks that the planned",
         " * workspaces cover what the kernel library asks for"
-        + (",\n * then packs the constant GEMM/conv operands once, into env->state. */" if total
-           else ". */"),
+        + (f",\n * then {' and '.join(what)} (env->state). */" if what else ". */"),
+    ]
+    destroy = [
+        "    c_instance *const instance = (c_instance *)env->state;",
+        "    if (instance == NULL)",
+        "        return;",
+        "    bg_threadpool_destroy(instance->pool);",
+        "    free(instance->packed);",
+        "    free(instance);",
+        "    env->state = NULL;",
     ]
     return [
         *doc,
@@ -284,15 +360,19 @@ def _create(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> list[
         "",
         f"void BG_EXPORT({model}__c_destroy)(bg_env *env)",
         "{",
-        *(["    free(env->state);", "    env->state = NULL;"] if total else ["    (void)env;"]),
+        *(destroy if has_instance else ["    (void)env;"]),
         "}",
     ]
 
 
-def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) -> str:
+def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int = 1,
+                  ) -> str:
+    """The module's C source; `threads` is the target's attribute (0: every CPU)."""
     scratch = max((r.plan.total_bytes for r in regions), default=0)
     unshared = sum(r.plan.unshared_bytes for r in regions)
     layout, packed_bytes = packed_layout(regions)
+    threads_used = _pool_workspace(regions) is not None
+    has_instance = bool(packed_bytes) or threads_used
     source = graph.source
     if source and PurePath(source).is_absolute():
         source = PurePath(source).name  # no machine-specific paths in generated files
@@ -310,15 +390,19 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) ->
         " workspaces.",
         *([f" * Packed weights: {packed_bytes} bytes, packed once per instance at create."]
           if packed_bytes else []),
+        *([f" * Threads: {_threads_text(threads)}, a pool per instance (bg_threads.h)."]
+          if threads_used else []),
         " */",
+        *(_GNU_SOURCE if threads_used else []),
         "#include <math.h>",
         "#include <stdint.h>",
-        *(["#include <stdlib.h>"] if packed_bytes else []),
+        *(["#include <stdlib.h>"] if has_instance else []),
         "#include <string.h>",
         "",
         '#include "buildgen_abi.h"',
         '#include "bg_kernels.h"',
         "",
+        *([_INSTANCE] if has_instance else []),
     ]
     body: list[str] = []
     needs_fail = False
@@ -327,13 +411,18 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion]) ->
             if isinstance(step, Kernel):
                 body += _kernel_function(graph, lowered.kernel_names[s], step)
                 needs_fail = (needs_fail or step.fallible or bool(step.workspace_check)
-                              or bool(step.packed))
+                              or bool(step.packed) or step.uses_pool)
     for lowered in regions:
         body += _region_function(model, graph, lowered, layout)
     tail = [f"const size_t BG_EXPORT({model}__c_scratch_bytes) = {scratch};", "",
-            *_create(model, graph, regions)]
+            *_create(model, graph, regions, threads)]
     fail = [_FAIL] if needs_fail else []
     return "\n".join([*head, *fail, *body, *tail]) + "\n"
+
+
+def _threads_text(threads: int) -> str:
+    setting = "every CPU" if threads == 0 else str(threads)
+    return f"{setting} (BUILDGEN_NUM_THREADS overrides)"
 
 
 def _ops_summary(graph: Graph, nodes: Sequence[str], limit: int = 6) -> str:

@@ -4,7 +4,12 @@
  *   r0: 25 node(s), 16 kernel(s): LayerNormalization, MatMul, Add, Split, Reshape, Reshape, ... (19 more)
  * Scratch: 16448 bytes planned for 50560 bytes of intermediates and workspaces.
  * Packed weights: 15360 bytes, packed once per instance at create.
+ * Threads: 1 (BUILDGEN_NUM_THREADS overrides), a pool per instance (bg_threads.h).
  */
+/* sched_getaffinity: the thread pool counts the CPUs this process may use */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +17,12 @@
 
 #include "buildgen_abi.h"
 #include "bg_kernels.h"
+
+/* What create makes for one model instance (env->state). */
+typedef struct c_instance {
+    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
+    unsigned char *packed; /* the constant operands packed at create */
+} c_instance;
 
 /* Write `message` to the model's error buffer; returns the non-zero status to pass on. */
 static int fail(bg_env *env, const char *message)
@@ -56,10 +67,11 @@ static void k1_matmul_add(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm_prepacked(0, 16, 48, 16, 1.0f, A, 16, Bp, 0.0f, Y, 48, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 48, 16, 1.0f, A, 16, Bp, 0.0f, Y, 48, &ep, ws, pool);
 }
 
 /* k2_split
@@ -137,10 +149,11 @@ static void k6_matmul_mul(
     const float *restrict A,
     const float *restrict B,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     for (int64_t b0 = 0; b0 < 4; ++b0) {
-        bg_sgemm(0, 0, 8, 8, 8, 0.35355338f, A + b0 * 64, 8, B + b0 * 64, 8, 0.0f, Y + b0 * 64, 8, NULL, ws);
+        bg_sgemm(0, 0, 8, 8, 8, 0.35355338f, A + b0 * 64, 8, B + b0 * 64, 8, 0.0f, Y + b0 * 64, 8, NULL, ws, pool);
     }
 }
 
@@ -172,10 +185,11 @@ static void k8_matmul(
     const float *restrict A,
     const float *restrict B,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     for (int64_t b0 = 0; b0 < 4; ++b0) {
-        bg_sgemm(0, 0, 8, 8, 8, 1.0f, A + b0 * 64, 8, B + b0 * 64, 8, 0.0f, Y + b0 * 64, 8, NULL, ws);
+        bg_sgemm(0, 0, 8, 8, 8, 1.0f, A + b0 * 64, 8, B + b0 * 64, 8, 0.0f, Y + b0 * 64, 8, NULL, ws, pool);
     }
 }
 
@@ -205,10 +219,11 @@ static void k10_matmul_add(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm_prepacked(0, 16, 16, 16, 1.0f, A, 16, Bp, 0.0f, Y, 16, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 16, 16, 1.0f, A, 16, Bp, 0.0f, Y, 16, &ep, ws, pool);
 }
 
 /* k11_add
@@ -234,10 +249,11 @@ static void k12_matmul_add(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm_prepacked(0, 16, 64, 16, 1.0f, A, 16, Bp, 0.0f, Y, 64, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 64, 16, 1.0f, A, 16, Bp, 0.0f, Y, 64, &ep, ws, pool);
 }
 
 /* k13_gelu
@@ -262,10 +278,11 @@ static void k14_matmul_add(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm_prepacked(0, 16, 16, 64, 1.0f, A, 64, Bp, 0.0f, Y, 16, &ep, ws);
+    bg_sgemm_prepacked(0, 16, 16, 64, 1.0f, A, 64, Bp, 0.0f, Y, 16, &ep, ws, pool);
 }
 
 /* k15_add
@@ -288,7 +305,9 @@ static void k15_add(const float *restrict X0, const float *restrict X1, float *r
 int BG_EXPORT(attention__c_r0)(bg_env *env, const void *const *in, void *const *out)
 {
     unsigned char *const scratch = env->scratch;
-    const unsigned char *const state = (const unsigned char *)env->state;
+    const c_instance *const instance = (const c_instance *)env->state;
+    const unsigned char *const state = instance->packed;
+    bg_threadpool *const pool = instance->pool;
     const float *x = (const float *)in[0]; /* input x [2,8,16] */
     const float *ln_scale = (const float *)(env->weights + 0); /* weight 'ln.scale' [16] */
     const float *ln_bias = (const float *)(env->weights + 64); /* weight 'ln.bias' [16] */
@@ -320,20 +339,20 @@ int BG_EXPORT(attention__c_r0)(bg_env *env, const void *const *in, void *const *
     const float *ctx2 = ctx_t; /* view ctx2 [2,8,16] */
 
     k0_layernormalization(x, ln_scale, ln_bias, ln); /* LayerNormalization '/ln/LayerNorm' */
-    k1_matmul_add(state + 0, ln, qkv_bias, qkv, scratch + 0); /* MatMul '/qkv/MatMul', Add '/qkv/Add' */
+    k1_matmul_add(state + 0, ln, qkv_bias, qkv, scratch + 0, pool); /* MatMul '/qkv/MatMul', Add '/qkv/Add' */
     k2_split(qkv, q, k, v); /* Split '/split' */
     k3_transpose(q4, qh); /* Transpose '/q/Transpose' */
     k4_transpose(k4, kt); /* Transpose '/k/Transpose' */
     k5_transpose(v4, vh); /* Transpose '/v/Transpose' */
-    k6_matmul_mul(qh, kt, scaled, scratch + 0); /* MatMul '/attn/MatMul', Mul '/attn/Mul' */
+    k6_matmul_mul(qh, kt, scaled, scratch + 0, pool); /* MatMul '/attn/MatMul', Mul '/attn/Mul' */
     k7_softmax(scaled, probs); /* Softmax '/attn/Softmax' */
-    k8_matmul(probs, vh, ctx, scratch + 0); /* MatMul '/attn/MatMul_1' */
+    k8_matmul(probs, vh, ctx, scratch + 0, pool); /* MatMul '/attn/MatMul_1' */
     k9_transpose(ctx, ctx_t); /* Transpose '/attn/Transpose' */
-    k10_matmul_add(state + 3072, ctx2, out_bias, o, scratch + 0); /* MatMul '/out/MatMul', Add '/out/Add' */
+    k10_matmul_add(state + 3072, ctx2, out_bias, o, scratch + 0, pool); /* MatMul '/out/MatMul', Add '/out/Add' */
     k11_add(x, o, res1); /* Add '/res1/Add' */
-    k12_matmul_add(state + 4608, res1, fc1_bias, f1, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
+    k12_matmul_add(state + 4608, res1, fc1_bias, f1, scratch + 0, pool); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
     k13_gelu(f1, g); /* Gelu '/act/Gelu' */
-    k14_matmul_add(state + 9216, g, fc2_bias, f2, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
+    k14_matmul_add(state + 9216, g, fc2_bias, f2, scratch + 0, pool); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
     k15_add(res1, f2, y); /* Add '/res2/Add' */
     return 0;
 }
@@ -342,7 +361,7 @@ const size_t BG_EXPORT(attention__c_scratch_bytes) = 16448;
 
 /* Intermediates and workspaces live in env->scratch: create checks that the planned
  * workspaces cover what the kernel library asks for,
- * then packs the constant GEMM/conv operands once, into env->state. */
+ * then starts the instance's thread pool and packs the constant GEMM/conv operands once (env->state). */
 int BG_EXPORT(attention__c_create)(bg_env *env)
 {
     if (bg_sgemm_workspace_bytes(16, 48, 16) > 4160)
@@ -365,12 +384,27 @@ int BG_EXPORT(attention__c_create)(bg_env *env)
         return fail(env, "c backend: k14_matmul_add needs more workspace than the 10304 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_packed_b_bytes(16, 64) > 6144)
         return fail(env, "c backend: k14_matmul_add packs 'fc2.weight' into more than the 6144 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);
+    if (instance == NULL)
+        return fail(env, "c backend: out of memory for the model instance's state");
+    env->state = instance;
     {
-        void *const block = aligned_alloc(64, 15360);
-        if (block == NULL)
+        /* threads: 1 (target attribute `threads`); BUILDGEN_NUM_THREADS overrides */
+        char why[160];
+        const int threads = bg_threads_wanted(1, why, sizeof why);
+        if (threads < 0)
+            return fail(env, why);
+        if (threads > 1) {
+            instance->pool = bg_threadpool_create(threads, 10304, why, sizeof why);
+            if (instance->pool == NULL)
+                return fail(env, why);
+        }
+    }
+    {
+        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 15360);
+        if (packed == NULL)
             return fail(env, "c backend: out of memory for the 15360 bytes of packed weights");
-        unsigned char *const packed = (unsigned char *)block;
-        env->state = block;
+        instance->packed = packed;
         /* k1_matmul_add: qkv.weight -> state + 0 */
         bg_sgemm_pack_b(0, 48, 16, (const float *)(env->weights + 128), 48, packed + 0);
         /* k10_matmul_add: out.weight -> state + 3072 */
@@ -385,6 +419,11 @@ int BG_EXPORT(attention__c_create)(bg_env *env)
 
 void BG_EXPORT(attention__c_destroy)(bg_env *env)
 {
-    free(env->state);
+    c_instance *const instance = (c_instance *)env->state;
+    if (instance == NULL)
+        return;
+    bg_threadpool_destroy(instance->pool);
+    free(instance->packed);
+    free(instance);
     env->state = NULL;
 }

@@ -4,7 +4,12 @@
  *   r0: 10 node(s), 7 kernel(s): Conv, BatchNormalization, Relu, MaxPool, Conv, Add, ... (4 more)
  * Scratch: 38720 bytes planned for 88896 bytes of intermediates and workspaces.
  * Packed weights: 5504 bytes, packed once per instance at create.
+ * Threads: 1 (BUILDGEN_NUM_THREADS overrides), a pool per instance (bg_threads.h).
  */
+/* sched_getaffinity: the thread pool counts the CPUs this process may use */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +17,12 @@
 
 #include "buildgen_abi.h"
 #include "bg_kernels.h"
+
+/* What create makes for one model instance (env->state). */
+typedef struct c_instance {
+    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
+    unsigned char *packed; /* the constant operands packed at create */
+} c_instance;
 
 /* Write `message` to the model's error buffer; returns the non-zero status to pass on. */
 static int fail(bg_env *env, const char *message)
@@ -38,11 +49,12 @@ static void k0_conv(
     const void *restrict Wp,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_conv2d_params *const p = &k0_conv_params;
     const bg_epilogue ep = {.bias = bias};
-    bg_conv2d_prepacked(p, X, Wp, &ep, Y, ws);
+    bg_conv2d_prepacked(p, X, Wp, &ep, Y, ws, pool);
 }
 
 /* k1_batchnormalization
@@ -108,11 +120,12 @@ static void k4_conv_add_relu(
     const void *restrict Wp,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_conv2d_params *const p = &k4_conv_add_relu_params;
     const bg_epilogue ep = {.bias = bias, .act = BG_ACT_RELU};
-    bg_conv2d_prepacked(p, X, Wp, &ep, Y, ws);
+    bg_conv2d_prepacked(p, X, Wp, &ep, Y, ws, pool);
 }
 
 /* k5_globalaveragepool
@@ -139,10 +152,11 @@ static void k6_gemm(
     const float *restrict B,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm(0, 1, 1, 10, 16, 1.0f, A, 16, B, 16, 0.0f, Y, 10, &ep, ws);
+    bg_sgemm(0, 1, 1, 10, 16, 1.0f, A, 16, B, 16, 0.0f, Y, 10, &ep, ws, pool);
 }
 
 /* Region r0: 10 node(s), 8 step(s), scratch 38720 bytes
@@ -152,7 +166,9 @@ static void k6_gemm(
 int BG_EXPORT(conv_block__c_r0)(bg_env *env, const void *const *in, void *const *out)
 {
     unsigned char *const scratch = env->scratch;
-    const unsigned char *const state = (const unsigned char *)env->state;
+    const c_instance *const instance = (const c_instance *)env->state;
+    const unsigned char *const state = instance->packed;
+    bg_threadpool *const pool = instance->pool;
     const float *x = (const float *)in[0]; /* input x [1,3,16,16] */
     const float *conv1_bias = (const float *)(env->weights + 896); /* weight 'conv1.bias' [8] */
     const float *bn_scale = (const float *)(env->weights + 960); /* weight 'bn.scale' [8] */
@@ -171,13 +187,13 @@ int BG_EXPORT(conv_block__c_r0)(bg_env *env, const void *const *in, void *const 
     float *g = (float *)(scratch + 1856); /* g [1,16,1,1], 64 bytes */
     const float *f = g; /* view f [1,16] */
 
-    k0_conv(x, state + 0, conv1_bias, c1, scratch + 0); /* Conv '/conv1/Conv' */
+    k0_conv(x, state + 0, conv1_bias, c1, scratch + 0, pool); /* Conv '/conv1/Conv' */
     k1_batchnormalization(c1, bn_scale, bn_bias, bn_mean, bn_var, b1); /* BatchNormalization '/bn/BatchNormalization' */
     k2_relu(b1, r1); /* Relu '/relu1/Relu' */
     k3_maxpool(r1, p1); /* MaxPool '/pool/MaxPool' */
-    k4_conv_add_relu(p1, state + 896, conv2_bias, r2, scratch + 0); /* Conv '/conv2/Conv', Add '/conv2/Add', Relu '/relu2/Relu' */
+    k4_conv_add_relu(p1, state + 896, conv2_bias, r2, scratch + 0, pool); /* Conv '/conv2/Conv', Add '/conv2/Add', Relu '/relu2/Relu' */
     k5_globalaveragepool(r2, g); /* GlobalAveragePool '/gap/GlobalAveragePool' */
-    k6_gemm(f, fc_weight, fc_bias, y, scratch + 0); /* Gemm '/fc/Gemm' */
+    k6_gemm(f, fc_weight, fc_bias, y, scratch + 0, pool); /* Gemm '/fc/Gemm' */
     return 0;
 }
 
@@ -185,7 +201,7 @@ const size_t BG_EXPORT(conv_block__c_scratch_bytes) = 38720;
 
 /* Intermediates and workspaces live in env->scratch: create checks that the planned
  * workspaces cover what the kernel library asks for,
- * then packs the constant GEMM/conv operands once, into env->state. */
+ * then starts the instance's thread pool and packs the constant GEMM/conv operands once (env->state). */
 int BG_EXPORT(conv_block__c_create)(bg_env *env)
 {
     if (bg_conv2d_workspace_bytes(&k0_conv_params) > 30528)
@@ -198,12 +214,27 @@ int BG_EXPORT(conv_block__c_create)(bg_env *env)
         return fail(env, "c backend: k4_conv_add_relu packs 'conv2.weight' into more than the 4608 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(1, 10, 16) > 1856)
         return fail(env, "c backend: k6_gemm needs more workspace than the 1856 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);
+    if (instance == NULL)
+        return fail(env, "c backend: out of memory for the model instance's state");
+    env->state = instance;
     {
-        void *const block = aligned_alloc(64, 5504);
-        if (block == NULL)
+        /* threads: 1 (target attribute `threads`); BUILDGEN_NUM_THREADS overrides */
+        char why[160];
+        const int threads = bg_threads_wanted(1, why, sizeof why);
+        if (threads < 0)
+            return fail(env, why);
+        if (threads > 1) {
+            instance->pool = bg_threadpool_create(threads, 30528, why, sizeof why);
+            if (instance->pool == NULL)
+                return fail(env, why);
+        }
+    }
+    {
+        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 5504);
+        if (packed == NULL)
             return fail(env, "c backend: out of memory for the 5504 bytes of packed weights");
-        unsigned char *const packed = (unsigned char *)block;
-        env->state = block;
+        instance->packed = packed;
         /* k0_conv: conv1.weight -> state + 0 */
         bg_conv2d_pack_weights(&k0_conv_params, (const float *)(env->weights + 0), packed + 0);
         /* k4_conv_add_relu: conv2.weight -> state + 896 */
@@ -214,6 +245,11 @@ int BG_EXPORT(conv_block__c_create)(bg_env *env)
 
 void BG_EXPORT(conv_block__c_destroy)(bg_env *env)
 {
-    free(env->state);
+    c_instance *const instance = (c_instance *)env->state;
+    if (instance == NULL)
+        return;
+    bg_threadpool_destroy(instance->pool);
+    free(instance->packed);
+    free(instance);
     env->state = NULL;
 }

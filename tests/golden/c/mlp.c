@@ -4,7 +4,12 @@
  *   r0: 6 node(s), 3 kernel(s): MatMul, Add, Relu, MatMul, Add, Softmax
  * Scratch: 10816 bytes planned for 18240 bytes of intermediates and workspaces.
  * Packed weights: 15360 bytes, packed once per instance at create.
+ * Threads: 1 (BUILDGEN_NUM_THREADS overrides), a pool per instance (bg_threads.h).
  */
+/* sched_getaffinity: the thread pool counts the CPUs this process may use */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +17,12 @@
 
 #include "buildgen_abi.h"
 #include "bg_kernels.h"
+
+/* What create makes for one model instance (env->state). */
+typedef struct c_instance {
+    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
+    unsigned char *packed; /* the constant operands packed at create */
+} c_instance;
 
 /* Write `message` to the model's error buffer; returns the non-zero status to pass on. */
 static int fail(bg_env *env, const char *message)
@@ -36,10 +47,11 @@ static void k0_matmul_add_relu(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias, .act = BG_ACT_RELU};
-    bg_sgemm_prepacked(0, 4, 64, 32, 1.0f, A, 32, Bp, 0.0f, Y, 64, &ep, ws);
+    bg_sgemm_prepacked(0, 4, 64, 32, 1.0f, A, 32, Bp, 0.0f, Y, 64, &ep, ws, pool);
 }
 
 /* k1_matmul_add
@@ -52,10 +64,11 @@ static void k1_matmul_add(
     const float *restrict A,
     const float *restrict bias,
     float *restrict Y,
-    void *restrict ws)
+    void *restrict ws,
+    bg_threadpool *pool)
 {
     const bg_epilogue ep = {.bias = bias};
-    bg_sgemm_prepacked(0, 4, 10, 64, 1.0f, A, 64, Bp, 0.0f, Y, 10, &ep, ws);
+    bg_sgemm_prepacked(0, 4, 10, 64, 1.0f, A, 64, Bp, 0.0f, Y, 10, &ep, ws, pool);
 }
 
 /* k2_softmax
@@ -85,7 +98,9 @@ static void k2_softmax(const float *restrict X, float *restrict Y)
 int BG_EXPORT(mlp__c_r0)(bg_env *env, const void *const *in, void *const *out)
 {
     unsigned char *const scratch = env->scratch;
-    const unsigned char *const state = (const unsigned char *)env->state;
+    const c_instance *const instance = (const c_instance *)env->state;
+    const unsigned char *const state = instance->packed;
+    bg_threadpool *const pool = instance->pool;
     const float *x = (const float *)in[0]; /* input x [4,32] */
     const float *fc1_bias = (const float *)(env->weights + 8192); /* weight 'fc1.bias' [64] */
     const float *fc2_bias = (const float *)(env->weights + 11008); /* weight 'fc2.bias' [10] */
@@ -93,8 +108,8 @@ int BG_EXPORT(mlp__c_r0)(bg_env *env, const void *const *in, void *const *out)
     float *act_Relu_output_0 = (float *)(scratch + 9792); /* '/act/Relu_output_0' [4,64], 1024 bytes */
     float *logits = (float *)(scratch + 7232); /* logits [4,10], 160 bytes */
 
-    k0_matmul_add_relu(state + 0, x, fc1_bias, act_Relu_output_0, scratch + 0); /* MatMul '/fc1/MatMul', Add '/fc1/Add', Relu '/act/Relu' */
-    k1_matmul_add(state + 9216, act_Relu_output_0, fc2_bias, logits, scratch + 0); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
+    k0_matmul_add_relu(state + 0, x, fc1_bias, act_Relu_output_0, scratch + 0, pool); /* MatMul '/fc1/MatMul', Add '/fc1/Add', Relu '/act/Relu' */
+    k1_matmul_add(state + 9216, act_Relu_output_0, fc2_bias, logits, scratch + 0, pool); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
     k2_softmax(logits, probs); /* Softmax '/softmax/Softmax' */
     return 0;
 }
@@ -103,7 +118,7 @@ const size_t BG_EXPORT(mlp__c_scratch_bytes) = 10816;
 
 /* Intermediates and workspaces live in env->scratch: create checks that the planned
  * workspaces cover what the kernel library asks for,
- * then packs the constant GEMM/conv operands once, into env->state. */
+ * then starts the instance's thread pool and packs the constant GEMM/conv operands once (env->state). */
 int BG_EXPORT(mlp__c_create)(bg_env *env)
 {
     if (bg_sgemm_workspace_bytes(4, 64, 32) > 9792)
@@ -114,12 +129,27 @@ int BG_EXPORT(mlp__c_create)(bg_env *env)
         return fail(env, "c backend: k1_matmul_add needs more workspace than the 7232 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_packed_b_bytes(10, 64) > 6144)
         return fail(env, "c backend: k1_matmul_add packs 'fc2.weight' into more than the 6144 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);
+    if (instance == NULL)
+        return fail(env, "c backend: out of memory for the model instance's state");
+    env->state = instance;
     {
-        void *const block = aligned_alloc(64, 15360);
-        if (block == NULL)
+        /* threads: 1 (target attribute `threads`); BUILDGEN_NUM_THREADS overrides */
+        char why[160];
+        const int threads = bg_threads_wanted(1, why, sizeof why);
+        if (threads < 0)
+            return fail(env, why);
+        if (threads > 1) {
+            instance->pool = bg_threadpool_create(threads, 9792, why, sizeof why);
+            if (instance->pool == NULL)
+                return fail(env, why);
+        }
+    }
+    {
+        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 15360);
+        if (packed == NULL)
             return fail(env, "c backend: out of memory for the 15360 bytes of packed weights");
-        unsigned char *const packed = (unsigned char *)block;
-        env->state = block;
+        instance->packed = packed;
         /* k0_matmul_add_relu: fc1.weight -> state + 0 */
         bg_sgemm_pack_b(0, 64, 32, (const float *)(env->weights + 0), 64, packed + 0);
         /* k1_matmul_add: fc2.weight -> state + 9216 */
@@ -130,6 +160,11 @@ int BG_EXPORT(mlp__c_create)(bg_env *env)
 
 void BG_EXPORT(mlp__c_destroy)(bg_env *env)
 {
-    free(env->state);
+    c_instance *const instance = (c_instance *)env->state;
+    if (instance == NULL)
+        return;
+    bg_threadpool_destroy(instance->pool);
+    free(instance->packed);
+    free(instance);
     env->state = NULL;
 }

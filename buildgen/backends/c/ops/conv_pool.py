@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from buildgen.backends.c.cwriter import Code
 from buildgen.backends.c.epilogue import Epilogue, build_epilogue
 from buildgen.backends.c.fused import kernel_stem
-from buildgen.backends.c.kernel import Kernel, LowerContext, Packed, Param
+from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Packed, Param
 from buildgen.backends.c.ops.common import float_reason, input_at, int_attr, ints_attr, str_attr
 from buildgen.backends.c.registry import OpEntry
 from buildgen.backends.c.workspace import (
@@ -148,13 +148,13 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     params = [Param("X", x, "float"), filters]
     if ep.bias:
         params.append(Param("bias", ep.bias, "float"))
-    params += [Param("Y", y, "float", is_output=True), Param("ws", "", "void")]
+    params += [Param("Y", y, "float", is_output=True), Param("ws", "", "void"), POOL]
     code = Code()
     ep_arg = ep.declare(code)
     if packed_bytes:
-        code.line(f"bg_conv2d_prepacked(p, X, Wp, {ep_arg}, Y, ws);")
+        code.line(f"bg_conv2d_prepacked(p, X, Wp, {ep_arg}, Y, ws, pool);")
     else:
-        code.line(f"bg_conv2d(p, X, W, {ep_arg}, Y, ws);")
+        code.line(f"bg_conv2d(p, X, W, {ep_arg}, Y, ws, pool);")
     packed = Packed("Wp", wt, packed_bytes, pack="bg_conv2d_pack_weights({params}, {src}, {dst});",
                     check="bg_conv2d_packed_bytes({params})")
     return Kernel(

@@ -26,7 +26,7 @@ from buildgen.backends.c.cwriter import (
 )
 from buildgen.backends.c.epilogue import Epilogue, build_epilogue
 from buildgen.backends.c.fused import kernel_stem
-from buildgen.backends.c.kernel import Kernel, LowerContext, Packed, Param
+from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Packed, Param
 from buildgen.backends.c.ops.common import float_attr, float_reason, input_at, int_attr
 from buildgen.backends.c.registry import OpEntry
 from buildgen.backends.c.workspace import sgemm_packed_b_bytes, sgemm_workspace_bytes
@@ -41,6 +41,7 @@ def _params(
         params.append(Param("bias", ep.bias, "float"))
     params.append(Param("Y", nodes[-1].outputs[0], "float", is_output=True))
     params.append(Param("ws", "", "void"))
+    params.append(POOL)
     return params
 
 
@@ -88,12 +89,12 @@ def _lower_matmul(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         if packed:
             code.line(
                 f"bg_sgemm_prepacked(0, {m}, {n}, {k}, {alpha}, {_at('A', pa)}, {k}, Bp, 0.0f, "
-                f"{_at('Y', py)}, {n}, {ep_arg}, ws);"
+                f"{_at('Y', py)}, {n}, {ep_arg}, ws, pool);"
             )
         else:
             code.line(
                 f"bg_sgemm(0, 0, {m}, {n}, {k}, {alpha}, {_at('A', pa)}, {k}, "
-                f"{_at('B', pb)}, {n}, 0.0f, {_at('Y', py)}, {n}, {ep_arg}, ws);"
+                f"{_at('B', pb)}, {n}, 0.0f, {_at('Y', py)}, {n}, {ep_arg}, ws, pool);"
             )
     params = _params(ctx, nodes, [("A", a), ("B", "" if packed else b)], ep)
     return Kernel(
@@ -145,12 +146,12 @@ def _lower_gemm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         inputs[1] = ("B", "")
         code.line(
             f"bg_sgemm_prepacked({trans_a}, {m}, {n}, {k}, {scale}, A, {a_shape[1]}, Bp, "
-            f"{call_b}, Y, {n}, {ep_arg}, ws);"
+            f"{call_b}, Y, {n}, {ep_arg}, ws, pool);"
         )
     else:
         code.line(
             f"bg_sgemm({trans_a}, {trans_b}, {m}, {n}, {k}, {scale}, A, {a_shape[1]}, "
-            f"B, {b_shape[1]}, {call_b}, Y, {n}, {ep_arg}, ws);"
+            f"B, {b_shape[1]}, {call_b}, Y, {n}, {ep_arg}, ws, pool);"
         )
     params = _params(ctx, nodes, inputs, ep)
     return Kernel(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from buildgen.backends.c.cwriter import Code, float_literal, linear
 from buildgen.backends.c.fused import kernel_stem
-from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Param
 from buildgen.backends.c.ops.common import (
     FLOAT,
     INTS,
@@ -272,7 +272,7 @@ def _lower(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     for name, tensor in (("Y", y), ("Yh", yh), ("Yc", yc)):
         if tensor:
             params.append(Param(name, tensor, "float", is_output=True))
-    params.append(Param("ws", "", "void"))
+    params += [Param("ws", "", "void"), POOL]
     float_bytes = workspace.floats * 4
     return Kernel(
         kernel_stem(nodes),
@@ -328,7 +328,7 @@ class _Cell:
         w = _at("W", gh * i * d)
         code.line(
             f"bg_sgemm(0, 1, {t * b}, {gh}, {i}, 1.0f, X, {i}, {w}, {i}, 0.0f, xw, {gh}, "
-            f"{'&ep' if self.has_bias else 'NULL'}, gemm_ws);"
+            f"{'&ep' if self.has_bias else 'NULL'}, gemm_ws, pool);"
         )
 
     def initial_state(self, code: Code, state: str, given: str) -> None:
@@ -358,7 +358,7 @@ class _Cell:
                 # r needs H · Rr^T first; (r (.) H) · Rh^T is a second product
                 code.line(
                     f"bg_sgemm(0, 1, {b}, {2 * h}, {h}, 1.0f, h, {h}, {r}, {h}, 0.0f, hr, {gh}, "
-                    "NULL, gemm_ws);"
+                    "NULL, gemm_ws, pool);"
                 )
                 with self._batch_loop(code, reverse, y, ends_y=False):
                     f = self.acts[0]
@@ -370,12 +370,12 @@ class _Cell:
                 rh_r = _at("R", gh * h * self.d + 2 * h * h)
                 code.line(
                     f"bg_sgemm(0, 1, {b}, {h}, {h}, 1.0f, rh, {h}, {rh_r}, {h}, 0.0f, "
-                    f"hr + {2 * h}, {gh}, NULL, gemm_ws);"
+                    f"hr + {2 * h}, {gh}, NULL, gemm_ws, pool);"
                 )
             else:
                 code.line(
                     f"bg_sgemm(0, 1, {b}, {gh}, {h}, 1.0f, h, {h}, {r}, {h}, 0.0f, hr, {gh}, "
-                    "NULL, gemm_ws);"
+                    "NULL, gemm_ws, pool);"
                 )
             with self._batch_loop(code, reverse, y, ends_y=True):
                 if y:

@@ -1,0 +1,87 @@
+"""The thread pool's promise (bg_threads.h): GEMM, its matrix-vector paths and convolution
+give the same bits on any number of threads as on one. Shapes straddle the MR x NR tile
+grid, KC slices and the parallel thresholds; beta != 0, epilogues with a transcendental
+activation and both bias axes cover the paths whose rounding depends on the tile a result
+lands in. Each shape runs on 1 thread (the reference) and on 2, 3 and 5."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bgk_reference import ACT_RELU, ACT_TANH
+from conftest import Epilogue, Kernels
+from test_kernels_conv import Conv
+
+THREADS = (2, 3, 5)
+
+# (M, N, K): big enough to be split (>= 128 Ki multiply-adds), ragged on every edge
+GEMMS = [
+    (100, 301, 37 * 8),  # K crosses a KC slice
+    (7, 2000, 64),  # few rows: split along N
+    (515, 13, 300),  # few columns: split along M
+    (64, 3136, 27),  # a first convolution's shape
+    (1, 4099, 300),  # the row matrix-vector path
+    (3001, 1, 200),  # the column matrix-vector path
+]
+
+
+def _gemm(kernels: Kernels, shape: tuple[int, int, int], threads: int, trans: tuple[int, int],
+          prepacked: bool, ep: Epilogue) -> np.ndarray:
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((k, m) if trans[0] else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans[1] else (k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    kernels.sgemm(bool(trans[0]), bool(trans[1]), 0.75, a, b, 0.5, c, ep,
+                  prepacked=prepacked, threads=threads)
+    return c
+
+
+@pytest.mark.parametrize("shape", GEMMS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("trans", [(0, 0), (1, 1)], ids=["nn", "tt"])
+@pytest.mark.parametrize("prepacked", [False, True], ids=["packs_b", "prepacked_b"])
+def test_gemm_bits_do_not_depend_on_threads(
+    kernels: Kernels, shape: tuple[int, int, int], trans: tuple[int, int], prepacked: bool
+) -> None:
+    m, n, _ = shape
+    axis = 1 if n == 1 else 0
+    bias = np.linspace(-1, 1, m if axis else n, dtype=np.float32)
+    ep = Epilogue(bias, axis, ACT_TANH)
+    one = _gemm(kernels, shape, 1, trans, prepacked, ep)
+    assert np.isfinite(one).all()
+    for threads in THREADS:
+        many = _gemm(kernels, shape, threads, trans, prepacked, ep)
+        assert many.tobytes() == one.tobytes(), f"{threads} threads changed the result"
+
+
+CONVS = {
+    "resnet_3x3": Conv(1, 32, 28, 28, 48, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
+    "late_7x7_plane": Conv(1, 64, 7, 7, 200, (3, 3), pads=(1, 1, 1, 1)),
+    "pointwise": Conv(1, 96, 20, 20, 64, (1, 1)),
+    "groups_3_batch_2": Conv(2, 24, 16, 16, 30, (3, 3), group=3, stride=(2, 2),
+                             pads=(1, 1, 1, 1)),
+    "depthwise": Conv(2, 40, 30, 30, 40, (3, 3), group=40, pads=(1, 1, 1, 1), act=ACT_TANH),
+    "depth_multiplier": Conv(1, 16, 33, 33, 32, (5, 5), group=16, stride=(2, 2),
+                             pads=(2, 2, 2, 2)),
+}
+
+
+def _conv(kernels: Kernels, conv: Conv, threads: int, prepacked: bool) -> np.ndarray:
+    rng = np.random.default_rng(conv.c + conv.m)
+    x = rng.standard_normal((conv.n, conv.c, conv.h, conv.w)).astype(np.float32)
+    w = rng.standard_normal((conv.m, conv.c // conv.group, *conv.k)).astype(np.float32)
+    bias = rng.standard_normal(conv.m).astype(np.float32) if conv.bias else None
+    y = np.empty((conv.n, conv.m, *conv.out_hw()), np.float32)
+    kernels.conv2d(conv.params(), x, w, Epilogue(bias, 0, conv.act), y, prepacked=prepacked,
+                   threads=threads)
+    return y
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+@pytest.mark.parametrize("prepacked", [False, True], ids=["filters", "prepacked"])
+def test_conv_bits_do_not_depend_on_threads(kernels: Kernels, name: str, prepacked: bool
+                                            ) -> None:
+    one = _conv(kernels, CONVS[name], 1, prepacked)
+    for threads in THREADS:
+        many = _conv(kernels, CONVS[name], threads, prepacked)
+        assert many.tobytes() == one.tobytes(), f"{threads} threads changed the result"
