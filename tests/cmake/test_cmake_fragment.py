@@ -61,7 +61,7 @@ def test_import_belongs_to_the_model_everything_else_to_its_target(tmp_path: Pat
         assert (lib.shared, lib.export_name, lib.output_name) == (
             lib.static + "_shared", lib.static.removeprefix("buildgen_"), "mlp")
         assert lib.after == "buildgen_mlp_import"
-        assert lib.link_items == ("-lm",)
+        assert lib.link_items == ("-lm", "-pthread")
 
 
 def test_sources_sharing_flags_share_an_object_library(tmp_path: Path) -> None:

@@ -31,6 +31,17 @@ def test_codegen_options_hold_only_codegen_attributes():
     assert target.codegen_options("c") == {"threads": 1}
 
 
+def test_threads_reach_the_c_module_and_are_bounded():
+    assert resolve_target("cpu", {"kind": "c", "threads": 0}).codegen_options("c") == {
+        "threads": 0}
+    assert resolve_target("cpu", {"kind": "c", "threads": 8}).codegen_options("c") == {
+        "threads": 8}
+    with pytest.raises(BuildgenError, match="threads"):
+        resolve_target("cpu", {"kind": "c", "threads": 257})
+    with pytest.raises(BuildgenError, match="threads"):
+        resolve_target("cpu", {"kind": "c", "threads": -1})
+
+
 def test_canonical_json_round_trips_and_is_sorted(tmp_path):
     target = resolve_target("cpu", {"kind": "c", "opt_level": 2})
     text = target.canonical_json()
