@@ -173,10 +173,13 @@ static void bg__conv2d_direct_task(const void *ctx, int64_t task, void *workspac
     for (int64_t m = c * Mg; m < (c + 1) * Mg; ++m) {
         const float *w = d->Wt + m * p->KH * p->KW;
         float *y = d->Y + (n * p->M + m) * p->OH * OW;
-        const float bias = d->ep && d->ep->bias ? d->ep->bias[m] : 0.0f;
+        /* The bias and scale are per output channel: one value for the whole plane. */
+        const bg__row_affine r = {NULL, NULL,
+                                  d->ep && d->ep->scale ? d->ep->scale[m] : 1.0f,
+                                  d->ep && d->ep->bias ? d->ep->bias[m] : 0.0f};
         for (int64_t oh = 0; oh < p->OH; ++oh) {
             bg__window_row(&win, BG__WIN_WSUM, x, w, oh, y + oh * OW);
-            if (epilogue) bg__epilogue_row(y + oh * OW, OW, NULL, bias, d->ep);
+            if (epilogue) bg__epilogue_row(y + oh * OW, OW, &r, d->ep);
         }
     }
 }
@@ -209,11 +212,12 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
     const float *wg = c->Wt ? c->Wt + g * Mg * Kg : NULL;
     const float *pg = c->packed ? c->packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg : NULL;
     float *yg = c->Y + (n * p->M + g * Mg) * Ng;
-    bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f};
-    if (c->ep) {
+    bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f, NULL};
+    if (c->ep) { /* per output channel: the rows of this group's GEMM */
         epg = *c->ep;
         epg.bias_axis = 1;
         if (c->ep->bias) epg.bias = c->ep->bias + g * Mg;
+        if (c->ep->scale) epg.scale = c->ep->scale + g * Mg;
     }
     if (bg__conv_is_pointwise(p) && !pg) { /* bg_sgemm: its matrix-vector paths for 1s */
         bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace,
@@ -240,8 +244,8 @@ static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const flo
     bg_parallel(whole ? pool : NULL, gemms, bg__conv2d_gemm_task, &c, workspace);
 }
 
-/* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias (if any) is per output
- * channel whatever ep->bias_axis says. pool: NULL or the instance's (see bg_sgemm). */
+/* Y[N,M,OH,OW] = epilogue(conv(X, Wt[M, C/group, KH, KW])). The bias and scale (if any) are
+ * per output channel whatever ep->bias_axis says. pool: NULL or the instance's (see bg_sgemm). */
 BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
                       const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
@@ -276,6 +280,31 @@ BG_API void bg_conv2d_prepacked(const bg_conv2d_params *p, const float *X, const
                                 const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
     bg__conv2d_gemm(p, X, NULL, (const float *)packed, ep, Y, workspace, pool);
+}
+
+/* ---- An inference BatchNormalization folded into the Conv before it ----
+ * Instead of a pass of its own over the Conv's output, the normalisation becomes the
+ * epilogue's per-channel scale and bias (bg_epilogue.scale), computed once at create:
+ *     scale = gamma / sqrt(var + eps),  shift = beta - mean * scale (+ conv_bias * scale)
+ * with the formulas of the unfolded BatchNormalization kernel, so a Conv without a bias
+ * gives the same bits folded or not. dst holds scale[0:C], then shift[0:C]. */
+
+BG_API size_t bg_batchnorm_fold_bytes(int64_t channels)
+{
+    return channels > 0 ? (size_t)(2 * channels) * sizeof(float) : 0;
+}
+
+BG_API void bg_batchnorm_fold(int64_t channels, const float *gamma, const float *beta,
+                              const float *mean, const float *var, float eps,
+                              const float *conv_bias, void *dst)
+{
+    float *scale = (float *)dst, *shift = scale + channels;
+    for (int64_t c = 0; c < channels; ++c) {
+        const float a = gamma[c] / sqrtf(var[c] + eps);
+        scale[c] = a;
+        shift[c] = beta[c] - mean[c] * a;
+        if (conv_bias) shift[c] += conv_bias[c] * a;
+    }
 }
 
 #endif /* BG_CONV_H */

@@ -39,9 +39,50 @@
 
 #include "bg_pack.h"
 
+/* The epilogue of one whole MR x NR tile, applied in registers as the micro-kernel stores
+ * it (a pass over the tile afterwards costs more than the pass it saves): the scale and
+ * bias of each row (bias_axis 1) or of each column (bias_axis 0, from the tile's first). */
+typedef struct bg__tile_ep {
+    const bg_epilogue *ep;
+    float row_scale[BG_GEMM_MR], row_bias[BG_GEMM_MR];
+    const float *col_scale, *col_bias;
+} bg__tile_ep;
+
+static inline void bg__tile_ep_init(bg__tile_ep *te, const bg_epilogue *ep, int64_t i0,
+                                    int64_t j0)
+{
+    te->ep = ep;
+    for (int i = 0; i < BG_GEMM_MR; ++i) {
+        const bg__row_affine r = bg__affine_of_row(ep, i0 + i, j0);
+        te->row_scale[i] = r.scale_scalar;
+        te->row_bias[i] = r.bias_scalar;
+        te->col_scale = r.scale_vec;
+        te->col_bias = r.bias_vec;
+    }
+}
+
+/* bg__epilogue_row's vector step on v, lanes [col, col + 8) of tile row `row`. */
+static inline void bg__tile_ep8(bg_v8f *v, const bg__tile_ep *te, int row, int col)
+{
+    bg_v8f t;
+    if (te->col_scale) {
+        BG_LOAD8(t, te->col_scale + col);
+        *v *= t;
+    } else if (te->ep->scale) {
+        *v *= BG_SPLAT8(te->row_scale[row]);
+    }
+    *v += BG_SPLAT8(te->row_bias[row]);
+    if (te->col_bias) {
+        BG_LOAD8(t, te->col_bias + col);
+        *v += t;
+    }
+    bg__act8(v, te->ep);
+}
+
 /* One output row of the micro-kernel, nv vectors wide: C[row] = alpha*acc (+ beta*C[row]
- * unless beta == 0, in which case C is never read: it may hold NaN). */
-#define BG__UK_STORE_ROW(crow, r0, r1, r2)                                                          \
+ * unless beta == 0, in which case C is never read: it may hold NaN), then the tile's
+ * epilogue when te is not NULL (whole tiles of the last K slice only). */
+#define BG__UK_STORE_ROW(crow, row, r0, r1, r2)                                                     \
     do {                                                                                           \
         bg_v8f o0 = (r0) * va, o1 = (r1) * va, o2 = (r2) * va, p_;                                 \
         if (beta != 0.0f) {                                                                        \
@@ -55,6 +96,11 @@
                 BG_LOAD8(p_, (crow) + 16);                                                         \
                 o2 = BG_FMA8(p_, vb, o2);                                                          \
             }                                                                                      \
+        }                                                                                          \
+        if (te != NULL) {                                                                          \
+            bg__tile_ep8(&o0, te, (row), 0);                                                       \
+            if (nv > 1) bg__tile_ep8(&o1, te, (row), 8);                                           \
+            if (nv > 2) bg__tile_ep8(&o2, te, (row), 16);                                          \
         }                                                                                          \
         BG_STORE8((crow), o0);                                                                     \
         if (nv > 1) BG_STORE8((crow) + 8, o1);                                                     \
@@ -75,7 +121,8 @@
  * when B is read in place), of which the first 8*nv are used. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 float *restrict c, int64_t ldc, float alpha, float beta, int nv)
+                 float *restrict c, int64_t ldc, float alpha, float beta, int nv,
+                 const bg__tile_ep *te)
 {
     bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
@@ -90,10 +137,10 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
         BG__UK_ROW(3, c30, c31, c32);
     }
     const bg_v8f va = BG_SPLAT8(alpha), vb = BG_SPLAT8(beta);
-    BG__UK_STORE_ROW(c, c00, c01, c02);
-    BG__UK_STORE_ROW(c + ldc, c10, c11, c12);
-    BG__UK_STORE_ROW(c + 2 * ldc, c20, c21, c22);
-    BG__UK_STORE_ROW(c + 3 * ldc, c30, c31, c32);
+    BG__UK_STORE_ROW(c, 0, c00, c01, c02);
+    BG__UK_STORE_ROW(c + ldc, 1, c10, c11, c12);
+    BG__UK_STORE_ROW(c + 2 * ldc, 2, c20, c21, c22);
+    BG__UK_STORE_ROW(c + 3 * ldc, 3, c30, c31, c32);
 }
 
 /* One function per width, never inlined: register allocation inside the driver's large
@@ -101,28 +148,29 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
  * memory operands (measured: a third slower). */
 __attribute__((noinline)) static void bg__ukernel_w24(int64_t kc, const float *a, const float *b,
                                                       int64_t bs, float *c, int64_t ldc,
-                                                      float alpha, float beta)
+                                                      float alpha, float beta,
+                                                      const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 3);
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 3, te);
 }
 __attribute__((noinline)) static void bg__ukernel_w16(int64_t kc, const float *a, const float *b,
                                                       int64_t bs, float *c, int64_t ldc,
                                                       float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 2);
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 2, NULL);
 }
 __attribute__((noinline)) static void bg__ukernel_w8(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 1);
+    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 1, NULL);
 }
 
 static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
                                int64_t ldc, float alpha, float beta, int nv)
 {
     if (nv == 3)
-        bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta);
+        bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta, NULL);
     else if (nv == 2)
         bg__ukernel_w16(kc, a, b, bs, c, ldc, alpha, beta);
     else
@@ -244,12 +292,17 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                         const int64_t mr = bg__min64(MR, mc - ir);
                         const float *a = ablock + ir / MR * kc * MR;
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;
-                        if (mr == MR && nr == NR)
-                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k);
-                        else
+                        if (mr == MR && nr == NR && last_k && epilogue) {
+                            bg__tile_ep te;
+                            bg__tile_ep_init(&te, g->ep, ic + ir, jc + jr);
+                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, &te);
+                        } else if (mr == MR && nr == NR) {
+                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, NULL);
+                        } else {
                             bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
-                        if (last_k && epilogue)
-                            bg__epilogue_block(c, g->ldc, ic + ir, jc + jr, mr, nr, g->ep);
+                            if (last_k && epilogue)
+                                bg__epilogue_block(c, g->ldc, ic + ir, jc + jr, mr, nr, g->ep);
+                        }
                     }
                 }
             }

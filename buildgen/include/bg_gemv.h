@@ -86,8 +86,7 @@ typedef struct bg__gemv_job {
     float alpha, beta;
     float *C, *y;
     int64_t cs; /* stride between consecutive results in C */
-    const float *bias_vec;
-    float bias_scalar;
+    int along;  /* the epilogue's bias and scale vary along the results, else one value */
     const bg_epilogue *ep;
     int64_t chunk; /* results per task, a multiple of 8 */
 } bg__gemv_job;
@@ -109,8 +108,18 @@ static void bg__gemv_task(const void *ctx, int64_t task, void *ws)
         if (j->beta != 0.0f) v += j->beta * j->C[(l0 + l) * j->cs];
         y[l] = v;
     }
-    if (bg__epilogue_active(j->ep))
-        bg__epilogue_row(y, n, j->bias_vec ? j->bias_vec + l0 : NULL, j->bias_scalar, j->ep);
+    if (bg__epilogue_active(j->ep)) {
+        const bg_epilogue *ep = j->ep;
+        bg__row_affine r = {NULL, NULL, 1.0f, 0.0f};
+        if (j->along) {
+            r.bias_vec = ep->bias ? ep->bias + l0 : NULL;
+            r.scale_vec = ep->scale ? ep->scale + l0 : NULL;
+        } else {
+            r.bias_scalar = ep->bias ? ep->bias[0] : 0.0f;
+            r.scale_scalar = ep->scale ? ep->scale[0] : 1.0f;
+        }
+        bg__epilogue_row(y, n, &r, ep);
+    }
     for (int64_t l = 0; l < n; ++l) j->C[(l0 + l) * j->cs] = y[l];
 }
 
@@ -132,15 +141,14 @@ BG_API void bg__gemv(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
         for (int64_t k = 0; k < K; ++k) x[k] = xv[k * xs];
         xv = x;
     }
-    /* Bias along L when its axis is the one that varies, otherwise one scalar. */
-    const int along = ep && ep->bias && ep->bias_axis == (row ? 0 : 1);
     bg__gemv_job job = {
         .L = L, .K = K, .xv = xv,
         /* The matrix operand and whether its rows run along L (axpy form) or along K (dot). */
         .mat = row ? B : A, .ld = row ? ldb : lda, .axpy = row ? !trans_b : trans_a,
         .alpha = alpha, .beta = beta, .C = C, .y = ws + bg__round_up(K, 16),
-        .cs = row ? 1 : ldc, .bias_vec = along ? ep->bias : NULL,
-        .bias_scalar = ep && ep->bias && !along ? ep->bias[0] : 0.0f, .ep = ep, .chunk = L};
+        .cs = row ? 1 : ldc,
+        /* Bias and scale along L when their axis is the one that varies, else one value. */
+        .along = ep && ep->bias_axis == (row ? 0 : 1), .ep = ep, .chunk = L};
     const int threads = bg_threadpool_threads(pool);
     if (threads > 1 && L * K >= BG_GEMV_PARALLEL_MIN_MACS && L >= 16) {
         /* Two chunks per thread, whole 8-result vectors each. */

@@ -49,12 +49,16 @@ enum bg_act {
     BG_ACT_TANH = 5
 };
 
-/* Epilogue applied to every C element after the product: C = act(alpha*AB + beta*C + bias) */
+/* Epilogue applied to every C element after the product:
+ *     C = act((alpha*AB + beta*C) * scale + bias)
+ * scale is a folded inference BatchNormalization's per-channel factor (its shift is the
+ * bias); it runs along the bias axis. */
 typedef struct bg_epilogue {
     const float *bias; /* NULL, or a vector */
     int bias_axis;     /* 0: bias[n] per column (N), 1: bias[m] per row (M) */
     int act;           /* enum bg_act */
     float act_alpha, act_beta;
+    const float *scale; /* NULL, or a vector along bias_axis */
 } bg_epilogue;
 
 /* ---- scalar math helpers (used by generated elementwise code too) ---- */
@@ -159,17 +163,61 @@ static inline void bg__act8(bg_v8f *v, const bg_epilogue *ep)
     }
 }
 
-/* y[0:n] = act(y + bias), where bias is a per-element vector (may be NULL) plus a scalar
- * (for a bias that is constant along the row). For sigmoid/tanh the tail runs the vector
- * code on a padded copy, so every element sees the same approximation. */
-static inline void bg__epilogue_row(float *y, int64_t n, const float *bias_vec, float bias_scalar,
+/* Where the epilogue's scale and bias come from for one row of results: per element
+ * (vec, may be NULL) or one value for the whole row (scalar). */
+typedef struct bg__row_affine {
+    const float *scale_vec, *bias_vec;
+    float scale_scalar, bias_scalar;
+} bg__row_affine;
+
+/* The scale and bias of row `row` of C (the row index i0 + i of bg__epilogue_block), for
+ * the columns from `col` on. */
+static inline bg__row_affine bg__affine_of_row(const bg_epilogue *ep, int64_t row, int64_t col)
+{
+    bg__row_affine r = {NULL, NULL, 1.0f, 0.0f};
+    if (ep->bias_axis == 1) {
+        if (ep->bias) r.bias_scalar = ep->bias[row];
+        if (ep->scale) r.scale_scalar = ep->scale[row];
+    } else {
+        if (ep->bias) r.bias_vec = ep->bias + col;
+        if (ep->scale) r.scale_vec = ep->scale + col;
+    }
+    return r;
+}
+
+/* Element j's y * scale + bias, in the order (and roundings) of the vector loop. */
+static inline float bg__affine(float v, const bg__row_affine *r, const bg_epilogue *ep,
+                               int64_t j)
+{
+    if (r->scale_vec)
+        v *= r->scale_vec[j];
+    else if (ep->scale)
+        v *= r->scale_scalar;
+    v += r->bias_scalar;
+    if (r->bias_vec) v += r->bias_vec[j];
+    return v;
+}
+
+/* y[0:n] = act(y * scale + bias), scale and bias per element or per row (bg__row_affine).
+ * Without a scale nothing multiplies. For sigmoid/tanh the tail runs the vector code on a
+ * padded copy, so every element sees the same approximation. */
+static inline void bg__epilogue_row(float *y, int64_t n, const bg__row_affine *r,
                                     const bg_epilogue *ep)
 {
-    const bg_v8f bs = BG_SPLAT8(bias_scalar);
+    const float *bias_vec = r->bias_vec, *scale_vec = r->scale_vec;
+    const float bias_scalar = r->bias_scalar, scale_scalar = r->scale_scalar;
+    const int scaled = ep->scale != NULL;
+    const bg_v8f bs = BG_SPLAT8(bias_scalar), ss = BG_SPLAT8(scale_scalar);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         bg_v8f v, b;
         BG_LOAD8(v, y + j);
+        if (scale_vec) {
+            BG_LOAD8(b, scale_vec + j);
+            v *= b;
+        } else if (scaled) {
+            v *= ss;
+        }
         v += bs;
         if (bias_vec) {
             BG_LOAD8(b, bias_vec + j);
@@ -181,41 +229,33 @@ static inline void bg__epilogue_row(float *y, int64_t n, const float *bias_vec, 
     if (j < n && ep->act != BG_ACT_SIGMOID && ep->act != BG_ACT_TANH) {
         /* Piecewise-linear activations: the scalar form gives the same bits. */
         for (; j < n; ++j)
-            y[j] = bg_act_scalar(y[j] + bias_scalar + (bias_vec ? bias_vec[j] : 0.0f), ep);
+            y[j] = bg_act_scalar(bg__affine(y[j], r, ep, j), ep);
     } else if (j < n) {
         float tmp[8] = {0};
-        const int64_t r = n - j;
-        for (int64_t t = 0; t < r; ++t)
-            tmp[t] = y[j + t] + bias_scalar + (bias_vec ? bias_vec[j + t] : 0.0f);
+        const int64_t rest = n - j;
+        for (int64_t t = 0; t < rest; ++t) tmp[t] = bg__affine(y[j + t], r, ep, j + t);
         bg_v8f v;
         BG_LOAD8(v, tmp);
         bg__act8(&v, ep);
         BG_STORE8(tmp, v);
-        for (int64_t t = 0; t < r; ++t) y[j + t] = tmp[t];
+        for (int64_t t = 0; t < rest; ++t) y[j + t] = tmp[t];
     }
 }
 
-/* True when the epilogue changes anything (a bias or an activation). */
+/* True when the epilogue changes anything (a scale, a bias or an activation). */
 static inline int bg__epilogue_active(const bg_epilogue *ep)
 {
-    return ep && (ep->bias || ep->act != BG_ACT_NONE);
+    return ep && (ep->bias || ep->scale || ep->act != BG_ACT_NONE);
 }
 
-/* Apply bias + activation to an mr x nr block of C at c (row stride ldc) whose top-left
- * element is C[i0, j0]. */
+/* Apply scale + bias + activation to an mr x nr block of C at c (row stride ldc) whose
+ * top-left element is C[i0, j0]. */
 static inline void bg__epilogue_block(float *c, int64_t ldc, int64_t i0, int64_t j0, int64_t mr,
                                       int64_t nr, const bg_epilogue *ep)
 {
     for (int64_t i = 0; i < mr; ++i) {
-        const float *bv = NULL;
-        float bsc = 0.0f;
-        if (ep->bias) {
-            if (ep->bias_axis == 1)
-                bsc = ep->bias[i0 + i];
-            else
-                bv = ep->bias + j0;
-        }
-        bg__epilogue_row(c + i * ldc, nr, bv, bsc, ep);
+        const bg__row_affine r = bg__affine_of_row(ep, i0 + i, j0);
+        bg__epilogue_row(c + i * ldc, nr, &r, ep);
     }
 }
 

@@ -143,6 +143,17 @@ BG_API void bg_parallel(bg_threadpool *pool, int64_t tasks, bg_task_fn fn, const
     pthread_mutex_unlock(&pool->lock);
 }
 
+/* Rows per task when `rows` independent rows are shared among the pool's threads: two
+ * blocks per thread, each of at least `grain` rows (so that a task pays for waking a
+ * thread); all rows in one block without a pool or when there are too few. */
+static inline int64_t bg_split_rows(int64_t rows, int64_t grain, const bg_threadpool *pool)
+{
+    const int64_t threads = bg_threadpool_threads(pool);
+    if (threads < 2 || rows <= grain) return rows;
+    const int64_t step = (rows + 2 * threads - 1) / (2 * threads);
+    return step < grain ? grain : step;
+}
+
 /* How many threads a module built with `threads: configured` runs: BUILDGEN_NUM_THREADS
  * (a positive integer) when set, else `configured`, where 0 means the CPUs this process may
  * run on. -1 after writing why to `error` when the variable is not a thread count. */

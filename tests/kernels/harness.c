@@ -49,7 +49,7 @@ static bg_threadpool *pool_new(int threads, size_t ws_bytes)
 static bg_epilogue make_ep(const float *bias, int bias_axis, int act, float act_alpha,
                            float act_beta)
 {
-    bg_epilogue ep = {bias, bias_axis, act, act_alpha, act_beta};
+    bg_epilogue ep = {bias, bias_axis, act, act_alpha, act_beta, NULL};
     return ep;
 }
 

@@ -89,11 +89,14 @@ class Code:
         self.line("}")
 
     @contextmanager
-    def loops(self, extents: Sequence[int], prefix: str = "i") -> Iterator[list[str]]:
-        """Nested for loops over constant extents; yields the counter names, outermost first."""
+    def loops(self, extents: Sequence[int], prefix: str = "i", split: bool = False
+              ) -> Iterator[list[str]]:
+        """Nested for loops over constant extents; yields the counter names, outermost first.
+        split: the outermost loop runs over [lo, hi) instead (a split kernel's rows)."""
         names = [f"{prefix}{d}" for d in range(len(extents))]
-        for name, extent in zip(names, extents, strict=True):
-            self.line(f"for (int64_t {name} = 0; {name} < {extent}; ++{name}) {{")
+        for d, (name, extent) in enumerate(zip(names, extents, strict=True)):
+            start, end = ("lo", "hi") if split and d == 0 else ("0", str(extent))
+            self.line(f"for (int64_t {name} = {start}; {name} < {end}; ++{name}) {{")
             self._indent += 1
         yield names
         for _ in extents:
@@ -103,6 +106,15 @@ class Code:
     @property
     def lines(self) -> tuple[str, ...]:
         return tuple(self._lines)
+
+
+def signature(ret: str, name: str, params: Sequence[str]) -> list[str]:
+    """A C function header: on one line when it fits in 100 columns, else one parameter per
+    line."""
+    one_line = f"{ret} {name}({', '.join(params) or 'void'})"
+    if len(one_line) <= 100:
+        return [one_line]
+    return [f"{ret} {name}(", *(f"    {p}," for p in params[:-1]), f"    {params[-1]})"]
 
 
 def linear(names: Sequence[str], strides: Sequence[int], base: int = 0) -> str:

@@ -1,4 +1,5 @@
-"""Folding a bias add and an activation into bg_sgemm / bg_conv2d (their bg_epilogue).
+"""Folding a bias add, an activation and (after a Conv) an inference BatchNormalization into
+bg_sgemm / bg_conv2d (their bg_epilogue).
 
 fusion.py asks `bias_of` and `activation_of` whether the next node can be absorbed; the
 matmul and conv emitters call the same functions to fill the bg_epilogue, so the decision
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from buildgen.backends.c.cwriter import Code, float_literal
 from buildgen.backends.c.kernel import LowerContext
-from buildgen.backends.c.ops.common import float_attr, input_at
+from buildgen.backends.c.ops.common import float_attr, input_at, int_attr
 from buildgen.ir import DType, Node
 
 EPILOGUE_ANCHORS = ("MatMul", "Gemm", "Conv")
@@ -32,12 +33,18 @@ class Epilogue:
     bias_axis: int = 0  # 0: per column (N, or the conv channel), 1: per row (M)
     activation: Activation = Activation("BG_ACT_NONE")
     scale: float = 1.0  # folded into the GEMM's alpha (MatMul/Gemm only)
+    # An inference BatchNormalization folded in (Conv only): its per-channel scale and
+    # shift replace the bias, computed at create (bg_batchnorm_fold)
+    batchnorm: Node | None = None
 
-    def declare(self, code: Code, bias_param: str = "bias") -> str:
+    def declare(self, code: Code, bias_param: str = "bias", scale_param: str = "") -> str:
         """Declare `ep` in a kernel body if it does anything; returns the pointer to pass.
-        Fields left out of the designated initializer are zero (BG_ACT_NONE, per column)."""
+        Fields left out of the designated initializer are zero (BG_ACT_NONE, per column).
+        bias_param / scale_param: C expressions of the bias and (folded) scale vectors."""
         a = self.activation
-        fields = [f".bias = {bias_param}"] if self.bias else []
+        fields = [f".bias = {bias_param}"] if self.bias or self.batchnorm else []
+        if self.batchnorm:
+            fields.append(f".scale = {scale_param}")
         if self.bias and self.bias_axis:
             fields.append(f".bias_axis = {self.bias_axis}")
         if a.act != "BG_ACT_NONE":
@@ -141,16 +148,36 @@ def scale_of(ctx: LowerContext, anchor: Node, node: Node, produced: str) -> floa
     return value if math.isfinite(value) else None
 
 
+def batchnorm_of(ctx: LowerContext, anchor: Node, node: Node, produced: str) -> bool:
+    """Whether `node` is an inference BatchNormalization of the Conv result `produced` whose
+    statistics are weights, which the Conv's epilogue can compute (bg_batchnorm_fold)."""
+    if anchor.op != "Conv" or node.op != "BatchNormalization" or node.inputs[0] != produced:
+        return False
+    if int_attr(node, "training_mode", 0) or len([o for o in node.outputs if o]) != 1:
+        return False
+    conv_bias = input_at(anchor, 2)
+    if conv_bias and not ctx.graph.is_weight(conv_bias):
+        return False  # folded into the shift at create, so it must be a weight
+    channels = ctx.shape(produced)[1] if len(ctx.shape(produced)) >= 2 else -1
+    return ctx.shape(node.outputs[0]) == ctx.shape(produced) and all(
+        ctx.graph.is_weight(t) and ctx.dtype(t) == DType.FLOAT32 and ctx.shape(t) == (channels,)
+        for t in node.inputs[1:5]
+    )
+
+
 def build_epilogue(ctx: LowerContext, anchor: Node, absorbed: Sequence[Node]) -> Epilogue:
     """The epilogue for the nodes fusion.py absorbed after `anchor`, in this order, each
-    optional: a scalar scale, a bias add, an activation."""
+    optional: a scalar scale or a folded BatchNormalization, a bias add, an activation."""
     produced = anchor.outputs[0]
     bias, axis, act, scale = "", 0, Activation("BG_ACT_NONE"), 1.0
+    batchnorm: Node | None = None
     for node in absorbed:
-        untouched = not bias and act.act == "BG_ACT_NONE"
+        untouched = not bias and act.act == "BG_ACT_NONE" and batchnorm is None
         factor = scale_of(ctx, anchor, node, produced) if untouched and scale == 1.0 else None
         found = bias_of(ctx, anchor, node, produced) if untouched else None
-        if factor is not None:
+        if untouched and batchnorm_of(ctx, anchor, node, produced):
+            batchnorm = node
+        elif factor is not None:
             scale = factor
         elif found:
             bias, axis = found
@@ -159,4 +186,4 @@ def build_epilogue(ctx: LowerContext, anchor: Node, absorbed: Sequence[Node]) ->
             assert activation is not None, f"fusion absorbed {node.op} that is no epilogue"
             act = activation
         produced = node.outputs[0]
-    return Epilogue(bias, axis, act, scale)
+    return Epilogue(bias, axis, act, scale, batchnorm)

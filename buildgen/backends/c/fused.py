@@ -4,11 +4,13 @@ Every node of the group is evaluated per element of the root's output: each exte
 input ("leaf") is loaded once per element at its broadcast index (numpy broadcasting
 composes, so a leaf maps straight onto the root's index space), every node becomes one
 `const` local, and only the root is stored. Scalar weights whose values are known are
-written into the code as literals.
+written into the code as literals. A big enough nest is a split kernel (split.py): its
+outermost loop's iterations are shared among the instance's threads.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from buildgen.backends.c.cwriter import (
@@ -20,8 +22,9 @@ from buildgen.backends.c.cwriter import (
     linear,
     literal,
 )
-from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Param
 from buildgen.backends.c.registry import op_table
+from buildgen.backends.c.split import split_fields
 from buildgen.ir import Node
 
 
@@ -67,8 +70,9 @@ def lower_group(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     strides.append(contiguous_strides(out_shape))
     extents, strides_c = coalesce(out_shape, strides)
 
+    split = split_fields(extents[0], math.prod(extents)) if extents else {}
     code = Code()
-    with code.loops(extents) as idx:
+    with code.loops(extents, split=bool(split)) as idx:
         local: dict[str, str] = dict(inlined)
         for k, tensor in enumerate(leaves):
             local[tensor] = f"x{k}"
@@ -85,4 +89,6 @@ def lower_group(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
                 f"const {ctype} {name} = {expr_fn(node, args, dtypes)}; /* {comment(node.op)} */"
             )
         code.line(f"Y[{linear(idx, strides_c[-1])}] = {local[out]};")
-    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines)
+    if split:
+        params.append(POOL)
+    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines, **split)

@@ -2,7 +2,9 @@
 
 Two rewrites, decided here and nowhere else:
   epilogues  MatMul / Gemm / Conv absorb a following bias Add and/or an activation into
-             the kernel library's epilogue (epilogue.py says which ones fit).
+             the kernel library's epilogue (epilogue.py says which ones fit); a Conv also
+             absorbs an inference BatchNormalization (folded at create, as onnxruntime folds
+             it at load), so the nodes keep their names for pins and tuning records.
   groups     elementwise nodes whose outputs are consumed only inside one group join it;
              a group becomes one loop nest over its root's output, and its intermediate
              tensors never touch memory.
@@ -16,7 +18,13 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
 
-from buildgen.backends.c.epilogue import EPILOGUE_ANCHORS, activation_of, bias_of, scale_of
+from buildgen.backends.c.epilogue import (
+    EPILOGUE_ANCHORS,
+    activation_of,
+    batchnorm_of,
+    bias_of,
+    scale_of,
+)
 from buildgen.backends.c.kernel import LowerContext
 from buildgen.backends.c.registry import op_table
 from buildgen.ir import DType, Node
@@ -37,8 +45,8 @@ def plan_units(
     absorbed: dict[str, str] = {}  # epilogue node -> anchor
     chains: dict[str, list[Node]] = {}
     for node in nodes:
-        if table[node.op].kind != "kernel":
-            continue
+        if table[node.op].kind != "kernel" or node.name in absorbed:
+            continue  # not a kernel, or a BatchNormalization a Conv's epilogue took
         chain = [node]
         if fuse and node.op in EPILOGUE_ANCHORS:
             # A node joins one epilogue only: in `MatMul(a) + MatMul(b)` with M = 1 each
@@ -92,13 +100,21 @@ def _epilogue_chain(
     region_outputs: frozenset[str],
     taken: Set[str],
 ) -> list[Node]:
-    """[scale][bias Add][activation]: the nodes after `anchor` its epilogue can compute,
-    leaving out those `taken` by an earlier anchor's epilogue."""
+    """[scale | BatchNormalization][bias Add][activation]: the nodes after `anchor` its
+    epilogue can compute, leaving out those `taken` by an earlier anchor's epilogue. A
+    BatchNormalization (after a Conv) takes the bias's place: its shift is the bias."""
     if ctx.dtype(anchor.outputs[0]) != DType.FLOAT32:
         return []
     chain: list[Node] = []
     produced = anchor.outputs[0]
     nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
+    if nxt is not None and batchnorm_of(ctx, anchor, nxt, produced):
+        chain.append(nxt)
+        produced = nxt.outputs[0]
+        nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
+        if nxt is not None and nxt.inputs[0] == produced and activation_of(ctx, nxt) is not None:
+            chain.append(nxt)
+        return chain
     if nxt is not None and scale_of(ctx, anchor, nxt, produced) is not None:
         chain.append(nxt)
         produced = nxt.outputs[0]

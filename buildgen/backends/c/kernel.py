@@ -53,9 +53,10 @@ class Packed:
     tensor: str  # the weight it is packed from
     nbytes: int  # its size (workspace.py mirrors the kernel library's)
     # C statement that packs it: "{src}" is the weight (const float *), "{dst}" where it goes,
-    # "{params}" the address of the kernel's struct
+    # "{params}" the address of the kernel's struct, "{src1}", "{src2}"... the `sources`
     pack: str
     check: str  # C expression of the size the kernel library wants; create() compares
+    sources: tuple[str, ...] = ()  # further weights it is computed from
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ class Kernel:
     fallible: bool = False  # returns int: non-zero means `error_message`
     error_message: str = ""
     packed: tuple[Packed, ...] = ()  # constant operands packed at create
+    # > 0: the body's outermost loop runs over rows [lo, hi) of [0, split), each row
+    # independent of the others, and split.py shares the rows among the instance's threads
+    # in blocks of at least `split_grain` (the kernel then takes the pool: POOL in params).
+    split: int = 0
+    split_grain: int = 1
 
     @property
     def uses_pool(self) -> bool:

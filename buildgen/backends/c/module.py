@@ -14,9 +14,17 @@ from collections.abc import Sequence
 from pathlib import PurePath
 
 from buildgen import __version__
-from buildgen.backends.c.cwriter import Code, Names, comment, initializer_lines, shape_text
+from buildgen.backends.c.cwriter import (
+    Code,
+    Names,
+    comment,
+    initializer_lines,
+    shape_text,
+    signature,
+)
 from buildgen.backends.c.kernel import Kernel, View
 from buildgen.backends.c.lower import Copy, LoweredRegion, Storage
+from buildgen.backends.c.split import render_split
 from buildgen.codegen import cnames
 from buildgen.ir import Graph, Node
 
@@ -38,13 +46,6 @@ def _node_line(graph: Graph, node: Node) -> str:
     return comment(f"{node.op} '{node.name}': {ins} -> {outs}")
 
 
-def _signature(ret: str, name: str, params: Sequence[str]) -> list[str]:
-    one_line = f"{ret} {name}({', '.join(params) or 'void'})"
-    if len(one_line) <= 100:
-        return [one_line]
-    return [f"{ret} {name}(", *(f"    {p}," for p in params[:-1]), f"    {params[-1]})"]
-
-
 def _kernel_function(graph: Graph, name: str, kernel: Kernel) -> list[str]:
     lines = [f"/* {name}"]
     lines += [f" *   {_node_line(graph, n)}" for n in kernel.nodes]
@@ -57,8 +58,10 @@ def _kernel_function(graph: Graph, name: str, kernel: Kernel) -> list[str]:
         init = initializer_lines(fields)
         lines += [f"static const {ctype} {name}_params = {init[0]}", *init[1:-1], f"{init[-1]};"]
         body.insert(0, f"    const {ctype} *const p = &{name}_params;")
+    if kernel.split:
+        return [*lines, *render_split(name, kernel, body)]
     ret = "static int" if kernel.fallible else "static void"
-    lines += _signature(ret, name, [p.declaration() for p in kernel.params])
+    lines += signature(ret, name, [p.declaration() for p in kernel.params])
     return [*lines, "{", *body, "}", ""]
 
 
@@ -240,10 +243,13 @@ def _pack_weights(graph: Graph, regions: Sequence[LoweredRegion], layout: Packed
             for pk in step.packed if isinstance(step, Kernel) else ():
                 name = lowered.kernel_names[s]
                 offset = layout[(lowered.region.id, s, pk.param)]
-                src = f"(const float *)(env->weights + {graph.weight(pk.tensor).offset})"
-                code.line(f"/* {name}: {comment(pk.tensor)} -> state + {offset} */")
+                src, *sources = (f"(const float *)(env->weights + {graph.weight(t).offset})"
+                                 for t in (pk.tensor, *pk.sources))
+                code.line(f"/* {name}: {comment(', '.join((pk.tensor, *pk.sources)))} -> "
+                          f"state + {offset} */")
                 code.line(pk.pack.format(src=src, dst=f"packed + {offset}",
-                                         params=f"&{name}_params"))
+                                         params=f"&{name}_params",
+                                         **{f"src{k}": v for k, v in enumerate(sources, 1)}))
     return ["    {", *code.lines, "    }"]
 
 

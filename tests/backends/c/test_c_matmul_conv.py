@@ -3,6 +3,8 @@ epilogues, against onnxruntime."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from c_cases import Case, CaseResults, node, rand, run_cases
@@ -223,7 +225,40 @@ POOL = [
     _pool("global_max", "GlobalMaxPool", (2, 3, 5, 6)),
 ]
 
-CASES = MATMUL + GEMM + CONV + POOL
+def _conv_bn(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool = True,
+             act: str = "", stats: str = "weights", **attrs: object) -> Case:
+    """Conv -> BatchNormalization (inference) [-> act]. stats: "weights" (foldable) or
+    "inputs" (the statistics arrive at run time: the BatchNormalization stays a kernel)."""
+    m = w[0]
+    weights = {"w": rand(RNG, *w, low=-0.5, high=0.5)}
+    conv_inputs = ["x", "w"] + (["b"] if bias else [])
+    if bias:
+        weights["b"] = rand(RNG, m)
+    statistics = {"s": rand(RNG, m), "beta": rand(RNG, m), "mean": rand(RNG, m),
+                  "var": rand(RNG, m, low=0.1, high=3.0)}
+    feeds = {"x": rand(RNG, *x)}
+    (weights if stats == "weights" else feeds).update(statistics)
+    nodes = [
+        node("Conv", conv_inputs, ["c"], **attrs),
+        node("BatchNormalization", ["c", "s", "beta", "mean", "var"], ["n" if act else "y"],
+             epsilon=1e-3),
+    ]
+    if act:
+        nodes.append(node(act, ["n"], ["y"]))
+    return Case(name, nodes, feeds, ["y"], weights)
+
+
+CONV_BN = [
+    _conv_bn("conv_bn_relu", (1, 3, 9, 9), (8, 3, 3, 3), act="Relu", pads=[1, 1, 1, 1]),
+    _conv_bn("conv_nobias_bn", (2, 6, 7, 7), (5, 6, 1, 1), bias=False),
+    _conv_bn("conv_bn_depthwise_relu", (1, 6, 9, 9), (6, 1, 3, 3), act="Relu", group=6,
+             pads=[1, 1, 1, 1]),
+    _conv_bn("conv_bn_pointwise_1x1_plane", (1, 16, 1, 1), (24, 16, 1, 1), act="Sigmoid"),
+    _conv_bn("conv_bn_groups_stride", (1, 8, 11, 11), (12, 4, 3, 3), group=2, strides=[2, 2]),
+    _conv_bn("conv_bn_stats_at_run_time", (1, 3, 6, 6), (4, 3, 3, 3), stats="inputs"),
+]
+
+CASES = MATMUL + GEMM + CONV + POOL + CONV_BN
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +291,19 @@ def test_batched_matmul_with_shared_b_is_one_gemm(results: CaseResults) -> None:
     start = results.source.index("'mm_batched_b_shared.MatMul_0'")
     body = results.source[start : results.source.index("}\n", start)]
     assert "bg_sgemm(0, 0, 30, 8, 16," in body and "for (" not in body
+
+
+def test_inference_batchnorms_fold_into_the_conv_before_them(results: CaseResults) -> None:
+    """A BatchNormalization whose statistics are weights becomes the Conv's epilogue (scale
+    and shift computed at create), with the activation after it; names stay on the kernel."""
+    text = results.source
+    assert "_conv_batchnormalization_relu(" in text
+    assert "'conv_bn_relu.BatchNormalization_1'" in text  # the node, named in the kernel
+    assert "bg_batchnorm_fold(8, " in text and ".scale = bn" in text
+    assert "bg_batchnorm_fold(24, " in text and ".act = BG_ACT_SIGMOID" in text
+    # the Conv's own bias goes into the shift; without one the shift is the BN's alone
+    assert text.count("bg_batchnorm_fold(") == 5
+    assert ", NULL, packed + " in text  # conv_nobias_bn
+    # statistics fed at run time: no fold, the BatchNormalization is a kernel of its own
+    assert len(re.findall(r"\nstatic void k\d+_batchnormalization\(", text)) == 1
+    assert "'conv_bn_stats_at_run_time.BatchNormalization_1'" in text

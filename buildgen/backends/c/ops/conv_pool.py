@@ -7,11 +7,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from buildgen.backends.c.cwriter import Code
+from buildgen.backends.c.cwriter import Code, float_literal
 from buildgen.backends.c.epilogue import Epilogue, build_epilogue
 from buildgen.backends.c.fused import kernel_stem
 from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Packed, Param
-from buildgen.backends.c.ops.common import float_reason, input_at, int_attr, ints_attr, str_attr
+from buildgen.backends.c.ops.common import (
+    float_attr,
+    float_reason,
+    input_at,
+    int_attr,
+    ints_attr,
+    str_attr,
+)
 from buildgen.backends.c.registry import OpEntry
 from buildgen.backends.c.workspace import (
     conv2d_packed_bytes,
@@ -138,7 +145,7 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     geometry = window(node, ctx.shape(x), ctx.shape(node.outputs[0]), ctx.shape(wt)[2:])
     group = int_attr(node, "group", 1)
     ep = build_epilogue(ctx, node, nodes[1:])
-    if b:
+    if b and not ep.batchnorm:
         ep = Epilogue(b, 0, ep.activation)
     fields = _conv_fields(geometry, group)
     # Constant filters of the GEMM form are packed once, at create (depthwise reads them as
@@ -148,15 +155,22 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     params = [Param("X", x, "float"), filters]
     if ep.bias:
         params.append(Param("bias", ep.bias, "float"))
+    if ep.batchnorm:
+        params.append(Param("BNp", "", "void", packed=True))
     params += [Param("Y", y, "float", is_output=True), Param("ws", "", "void"), POOL]
     code = Code()
-    ep_arg = ep.declare(code)
+    if ep.batchnorm:
+        code.line("const float *const bn = (const float *)BNp; /* scale[M], then shift[M] */")
+    ep_arg = ep.declare(code, scale_param="bn", bias_param=f"bn + {geometry.oc}"
+                        if ep.batchnorm else "bias")
     if packed_bytes:
         code.line(f"bg_conv2d_prepacked(p, X, Wp, {ep_arg}, Y, ws, pool);")
     else:
         code.line(f"bg_conv2d(p, X, W, {ep_arg}, Y, ws, pool);")
-    packed = Packed("Wp", wt, packed_bytes, pack="bg_conv2d_pack_weights({params}, {src}, {dst});",
-                    check="bg_conv2d_packed_bytes({params})")
+    packed = [Packed("Wp", wt, packed_bytes, pack="bg_conv2d_pack_weights({params}, {src}, {dst});",
+                     check="bg_conv2d_packed_bytes({params})")] if packed_bytes else []
+    if ep.batchnorm:
+        packed.append(_folded_batchnorm(ep.batchnorm, geometry.oc, b))
     return Kernel(
         kernel_stem(nodes),
         tuple(nodes),
@@ -165,7 +179,21 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         workspace=conv2d_workspace_bytes(dict(fields)),
         struct=("bg_conv2d_params", fields),
         workspace_check="bg_conv2d_workspace_bytes({params})",
-        packed=(packed,) if packed_bytes else (),
+        packed=tuple(packed),
+    )
+
+
+def _folded_batchnorm(node: Node, channels: int, conv_bias: str) -> Packed:
+    """The BatchNormalization after a Conv as its epilogue's scale and shift, computed at
+    create from the statistics (and the Conv's bias, which the shift takes in)."""
+    scale, beta, mean, var = node.inputs[1:5]
+    eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    return Packed(
+        "BNp", scale, 8 * channels,
+        pack=f"bg_batchnorm_fold({channels}, {{src}}, {{src1}}, {{src2}}, {{src3}}, {eps}, "
+        f"{'{src4}' if conv_bias else 'NULL'}, {{dst}});",
+        check=f"bg_batchnorm_fold_bytes({channels})",
+        sources=(beta, mean, var, *((conv_bias,) if conv_bias else ())),
     )
 
 

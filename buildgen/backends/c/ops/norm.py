@@ -11,7 +11,7 @@ from math import prod
 
 from buildgen.backends.c.cwriter import Code, float_literal, linear
 from buildgen.backends.c.fused import kernel_stem
-from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.kernel import POOL, Kernel, LowerContext, Param
 from buildgen.backends.c.ops.common import (
     float_attr,
     float_reason,
@@ -23,6 +23,7 @@ from buildgen.backends.c.ops.common import (
 )
 from buildgen.backends.c.ops.reduce import plus, split_loops
 from buildgen.backends.c.registry import OpEntry
+from buildgen.backends.c.split import split_fields
 from buildgen.ir import Graph, Node
 
 
@@ -40,8 +41,9 @@ def _lower_batchnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     n, c = shape[0], shape[1]
     size = prod(shape[2:])
     eps = float_literal(float_attr(node, "epsilon", 1e-5))
+    split = split_fields(c, n * c * size)  # channels are independent: share them out
     code = Code()
-    with code.block(f"for (int64_t c = 0; c < {c}; ++c)"):
+    with code.block(f"for (int64_t c = {'lo' if split else 0}; c < {'hi' if split else c}; ++c)"):
         code.line(f"const float a = S[c] / sqrtf(V[c] + {eps});")
         code.line("const float b = B[c] - M[c] * a;")
         with code.block(f"for (int64_t n = 0; n < {n}; ++n)"):
@@ -55,8 +57,9 @@ def _lower_batchnorm(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         Param("M", mean, "float"),
         Param("V", var, "float"),
         Param("Y", y, "float", True),
+        *([POOL] if split else []),
     ]
-    return _kernel(nodes, params, code)
+    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines, **split)
 
 
 def _lower_batchnorm_training(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
