@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from buildgen.backends.base import GeneratedSource, require_c_identifier
+from buildgen.backends.c.instance import packed_layout
 from buildgen.backends.c.kernel import LowerContext
 from buildgen.backends.c.lower import LoweredRegion, lower_region, writes_nothing
-from buildgen.backends.c.module import packed_layout, render_module
+from buildgen.backends.c.module import render_module
 from buildgen.backends.c.registry import op_table
 from buildgen.errors import error
 from buildgen.ir import Graph, Node

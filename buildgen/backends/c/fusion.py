@@ -105,26 +105,29 @@ def _epilogue_chain(
     BatchNormalization (after a Conv) takes the bias's place: its shift is the bias."""
     if ctx.dtype(anchor.outputs[0]) != DType.FLOAT32:
         return []
-    chain: list[Node] = []
+
+    def batchnorm(n: Node, produced: str) -> bool:
+        return batchnorm_of(ctx, anchor, n, produced)
+
+    def scale(n: Node, produced: str) -> bool:
+        return scale_of(ctx, anchor, n, produced) is not None
+
+    def bias(n: Node, produced: str) -> bool:
+        return bias_of(ctx, anchor, n, produced) is not None
+
+    def activation(n: Node, produced: str) -> bool:
+        return n.inputs[0] == produced and activation_of(ctx, n) is not None
+
     produced = anchor.outputs[0]
-    nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
-    if nxt is not None and batchnorm_of(ctx, anchor, nxt, produced):
-        chain.append(nxt)
-        produced = nxt.outputs[0]
+    first = _sole_consumer(ctx, produced, index, region_outputs, taken)
+    folds_batchnorm = first is not None and batchnorm(first, produced)
+    steps = (batchnorm, activation) if folds_batchnorm else (scale, bias, activation)
+    chain: list[Node] = []
+    for fits in steps:  # each optional, in this order
         nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
-        if nxt is not None and nxt.inputs[0] == produced and activation_of(ctx, nxt) is not None:
+        if nxt is not None and fits(nxt, produced):
             chain.append(nxt)
-        return chain
-    if nxt is not None and scale_of(ctx, anchor, nxt, produced) is not None:
-        chain.append(nxt)
-        produced = nxt.outputs[0]
-        nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
-    if nxt is not None and bias_of(ctx, anchor, nxt, produced) is not None:
-        chain.append(nxt)
-        produced = nxt.outputs[0]
-        nxt = _sole_consumer(ctx, produced, index, region_outputs, taken)
-    if nxt is not None and nxt.inputs[0] == produced and activation_of(ctx, nxt) is not None:
-        chain.append(nxt)
+            produced = nxt.outputs[0]
     return chain
 
 

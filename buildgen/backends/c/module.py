@@ -3,9 +3,9 @@
 Layout of the file: a header comment (model, source, regions, scratch), the includes, one
 static function per kernel (with the ONNX nodes it implements), then per region the
 exported function that binds tensors to named pointers and calls the kernels in order,
-and finally M__c_scratch_bytes, M__c_create and M__c_destroy. Exported names go through
-BG_EXPORT (buildgen_abi.h): without `march` the file is compiled once per ISA level, and each
-object's names carry its level.
+and finally M__c_scratch_bytes, M__c_create and M__c_destroy (instance.py). Exported names
+go through BG_EXPORT (buildgen_abi.h): without `march` the file is compiled once per ISA
+level, and each object's names carry its level.
 """
 
 from __future__ import annotations
@@ -21,6 +21,15 @@ from buildgen.backends.c.cwriter import (
     initializer_lines,
     shape_text,
     signature,
+)
+from buildgen.backends.c.instance import (
+    GNU_SOURCE,
+    INSTANCE,
+    PackedLayout,
+    packed_layout,
+    pool_workspace,
+    render_create,
+    threads_text,
 )
 from buildgen.backends.c.kernel import Kernel, View
 from buildgen.backends.c.lower import Copy, LoweredRegion, Storage
@@ -126,22 +135,6 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
     ]
 
 
-# Where each packed operand lives in env->state: (region id, step, param) -> byte offset.
-PackedLayout = dict[tuple[str, int, str], int]
-
-
-def packed_layout(regions: Sequence[LoweredRegion]) -> tuple[PackedLayout, int]:
-    """Every kernel's packed operands in one block, each 64-byte aligned; and its size."""
-    layout: PackedLayout = {}
-    total = 0
-    for lowered in regions:
-        for s, step in enumerate(lowered.steps):
-            for packed in step.packed if isinstance(step, Kernel) else ():
-                layout[(lowered.region.id, s, packed.param)] = total
-                total += (packed.nbytes + 63) // 64 * 64
-    return layout, total
-
-
 def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: PackedLayout,
                      ) -> list[str]:
     region, io = lowered.region, lowered.io
@@ -227,157 +220,13 @@ static int fail(bg_env *env, const char *message)
 """
 
 
-def _pack_weights(graph: Graph, regions: Sequence[LoweredRegion], layout: PackedLayout,
-                  total: int) -> list[str]:
-    """create()'s packing: one allocation for every packed operand, then each packed."""
-    if not total:
-        return []
-    code = Code(indent=2)
-    message = f"c backend: out of memory for the {total} bytes of packed weights"
-    code.line(f"unsigned char *const packed = (unsigned char *)aligned_alloc(64, {total});")
-    code.line("if (packed == NULL)")
-    code.line(f"    return fail(env, {cnames.c_string(message)});")
-    code.line("instance->packed = packed;")
-    for lowered in regions:
-        for s, step in enumerate(lowered.steps):
-            for pk in step.packed if isinstance(step, Kernel) else ():
-                name = lowered.kernel_names[s]
-                offset = layout[(lowered.region.id, s, pk.param)]
-                src, *sources = (f"(const float *)(env->weights + {graph.weight(t).offset})"
-                                 for t in (pk.tensor, *pk.sources))
-                code.line(f"/* {name}: {comment(', '.join((pk.tensor, *pk.sources)))} -> "
-                          f"state + {offset} */")
-                code.line(pk.pack.format(src=src, dst=f"packed + {offset}",
-                                         params=f"&{name}_params",
-                                         **{f"src{k}": v for k, v in enumerate(sources, 1)}))
-    return ["    {", *code.lines, "    }"]
-
-
-def _library_checks(regions: Sequence[LoweredRegion]) -> list[str]:
-    """create()'s checks that each planned workspace and packed size covers what the kernel
-    library asks for: workspace.py mirrors its sizes, and drift must fail loudly, not
-    overrun."""
-    code = Code()
-    checks: list[tuple[str, str, int, str]] = []  # (kernel, C expression, planned, what)
-    for lowered in regions:
-        for s, step in enumerate(lowered.steps):
-            if not isinstance(step, Kernel):
-                continue
-            name = lowered.kernel_names[s]
-            if step.workspace_check:
-                checks.append((name, step.workspace_check, step.workspace, "needs more workspace"))
-            checks += [(name, pk.check, pk.nbytes, f"packs {pk.tensor!r} into more")
-                       for pk in step.packed]
-    for name, expression, planned, what in checks:
-        message = (
-            f"c backend: {name} {what} than the {planned} bytes planned "
-            "(bg_kernels.h and buildgen/backends/c/workspace.py disagree)"
-        )
-        code.line(f"if ({expression.format(params=f'&{name}_params')} > {planned})")
-        code.line(f"    return fail(env, {cnames.c_string(message)});")
-    return list(code.lines)
-
-
-# sched_getaffinity (glibc declares it only with _GNU_SOURCE, before any include)
-_GNU_SOURCE = [
-    "/* sched_getaffinity: the thread pool counts the CPUs this process may use */",
-    "#ifndef _GNU_SOURCE",
-    "#define _GNU_SOURCE",
-    "#endif",
-]
-
-_INSTANCE = """\
-/* What create makes for one model instance (env->state). */
-typedef struct c_instance {
-    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
-    unsigned char *packed; /* the constant operands packed at create */
-} c_instance;
-"""
-
-
-def _pool_workspace(regions: Sequence[LoweredRegion]) -> int | None:
-    """Workspace bytes each pool worker needs (the largest of the kernels that share their
-    work with the pool), or None when no kernel does: the module then starts no threads."""
-    sizes = [step.workspace for lowered in regions for step in lowered.steps
-             if isinstance(step, Kernel) and step.uses_pool]
-    return max(sizes) if sizes else None
-
-
-def _start_threads(threads: int, workspace: int) -> list[str]:
-    """create()'s thread pool: `threads` from the target, BUILDGEN_NUM_THREADS overriding."""
-    setting = "every CPU this process may use" if threads == 0 else str(threads)
-    code = Code(indent=2)
-    code.line(f"/* threads: {setting} (target attribute `threads`); BUILDGEN_NUM_THREADS "
-              "overrides */")
-    code.line("char why[160];")
-    code.line(f"const int threads = bg_threads_wanted({threads}, why, sizeof why);")
-    code.line("if (threads < 0)")
-    code.line("    return fail(env, why);")
-    code.line("if (threads > 1) {")
-    code.line(f"    instance->pool = bg_threadpool_create(threads, {workspace}, why, sizeof why);")
-    code.line("    if (instance->pool == NULL)")
-    code.line("        return fail(env, why);")
-    code.line("}")
-    return ["    {", *code.lines, "    }"]
-
-
-def _create(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int,
-            ) -> list[str]:
-    layout, total = packed_layout(regions)
-    pool_workspace = _pool_workspace(regions)
-    has_instance = bool(total) or pool_workspace is not None
-    body = _library_checks(regions)
-    if has_instance:
-        message = cnames.c_string("c backend: out of memory for the model instance's state")
-        body += [
-            "    c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);",
-            "    if (instance == NULL)",
-            f"        return fail(env, {message});",
-            "    env->state = instance;",
-        ]
-    if pool_workspace is not None:
-        body += _start_threads(threads, pool_workspace)
-    body += _pack_weights(graph, regions, layout, total)
-    what = [
-        *(["starts the instance's thread pool"] if pool_workspace is not None else []),
-        *(["packs the constant GEMM/conv operands once"] if total else []),
-    ]
-    doc = [
-        "/* Intermediates and workspaces live in env->scratch: create checks that the planned",
-        " * workspaces cover what the kernel library asks for"
-        + (f",\n * then {' and '.join(what)} (env->state). */" if what else ". */"),
-    ]
-    destroy = [
-        "    c_instance *const instance = (c_instance *)env->state;",
-        "    if (instance == NULL)",
-        "        return;",
-        "    bg_threadpool_destroy(instance->pool);",
-        "    free(instance->packed);",
-        "    free(instance);",
-        "    env->state = NULL;",
-    ]
-    return [
-        *doc,
-        f"int BG_EXPORT({model}__c_create)(bg_env *env)",
-        "{",
-        *(body or ["    (void)env;"]),
-        "    return 0;",
-        "}",
-        "",
-        f"void BG_EXPORT({model}__c_destroy)(bg_env *env)",
-        "{",
-        *(destroy if has_instance else ["    (void)env;"]),
-        "}",
-    ]
-
-
 def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int = 1,
                   ) -> str:
     """The module's C source; `threads` is the target's attribute (0: every CPU)."""
     scratch = max((r.plan.total_bytes for r in regions), default=0)
     unshared = sum(r.plan.unshared_bytes for r in regions)
     layout, packed_bytes = packed_layout(regions)
-    threads_used = _pool_workspace(regions) is not None
+    threads_used = pool_workspace(regions) is not None
     has_instance = bool(packed_bytes) or threads_used
     source = graph.source
     if source and PurePath(source).is_absolute():
@@ -396,10 +245,10 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], th
         " workspaces.",
         *([f" * Packed weights: {packed_bytes} bytes, packed once per instance at create."]
           if packed_bytes else []),
-        *([f" * Threads: {_threads_text(threads)}, a pool per instance (bg_threads.h)."]
+        *([f" * Threads: {threads_text(threads)}, a pool per instance (bg_threads.h)."]
           if threads_used else []),
         " */",
-        *(_GNU_SOURCE if threads_used else []),
+        *(GNU_SOURCE if threads_used else []),
         "#include <math.h>",
         "#include <stdint.h>",
         *(["#include <stdlib.h>"] if has_instance else []),
@@ -408,7 +257,7 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], th
         '#include "buildgen_abi.h"',
         '#include "bg_kernels.h"',
         "",
-        *([_INSTANCE] if has_instance else []),
+        *([INSTANCE] if has_instance else []),
     ]
     body: list[str] = []
     needs_fail = False
@@ -421,14 +270,9 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], th
     for lowered in regions:
         body += _region_function(model, graph, lowered, layout)
     tail = [f"const size_t BG_EXPORT({model}__c_scratch_bytes) = {scratch};", "",
-            *_create(model, graph, regions, threads)]
+            *render_create(model, graph, regions, threads)]
     fail = [_FAIL] if needs_fail else []
     return "\n".join([*head, *fail, *body, *tail]) + "\n"
-
-
-def _threads_text(threads: int) -> str:
-    setting = "every CPU" if threads == 0 else str(threads)
-    return f"{setting} (BUILDGEN_NUM_THREADS overrides)"
 
 
 def _ops_summary(graph: Graph, nodes: Sequence[str], limit: int = 6) -> str:
