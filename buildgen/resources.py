@@ -7,6 +7,7 @@ they are the packages buildgen._rules and buildgen._schemas. Never relative to t
 from __future__ import annotations
 
 import importlib.util
+import os
 from functools import cache
 from pathlib import Path
 
@@ -39,3 +40,23 @@ def include_dir() -> Path:
 
 def cmake_dir() -> Path:
     return _PACKAGE_DIR / "cmake"
+
+
+_SOURCE_SUFFIXES = (".py", ".h", ".cuh", ".yaml", ".json", ".cmake", ".in", ".S", ".c")
+
+
+def buildgen_files(skip: tuple[Path, ...] = ()) -> list[Path]:
+    """Every file of buildgen's own (code, headers, rules, schemas), sorted; folders in
+    `skip` left out. What a worker's identity and the cache's key of Python stages hash."""
+    found: set[Path] = set()
+    for top in (_PACKAGE_DIR, rules_dir(), schemas_dir()):
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(
+                d for d in dirs
+                if d != "__pycache__" and not d.startswith(".") and Path(folder, d) not in skip
+            )  # fmt: skip
+            found.update(
+                Path(folder, name) for name in names
+                if name.endswith(_SOURCE_SUFFIXES) and not name.startswith(".")
+            )  # fmt: skip
+    return sorted(found)

@@ -13,6 +13,7 @@ command plus these words, which only change when the graph does.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from buildgen.cache.tools import (
     tool_identity,
 )
 
+PYTHON_WORD = "<python>"  # the interpreter running the stages, as a key names it
 LINK_RULES = frozenset({"link_shared"})  # rules whose command is a compiler-driver link
 _LIST_OPTIONS = {"--out": "outputs", "--in": "inputs"}
 _VALUE_OPTIONS = {"--rule": "rule", "--root": "root", "--depfile": "depfile"}
@@ -107,13 +109,21 @@ def key_parts(spec: ActionSpec, frame: PathFrame, memo: Memo) -> KeyParts:
         compiler = tools[-1][1]
         found = linked_libraries(spec.command, library_search_dirs(compiler, memo))
         libraries = library_digests(found, memo)
-    identities = [(word, tool_identity(path, memo)) for word, path in tools]
+    # The interpreter is named by what it is (python_identity), not by the path that
+    # reached it: `python3` here, `/usr/bin/python3.11` on another machine, one key.
+    interpreter = {word for word, path in tools if path == os.path.realpath(sys.executable)}
+    identities = [
+        (PYTHON_WORD if word in interpreter else word, tool_identity(path, memo))
+        for word, path in tools
+    ]
     if any("=native" in word for word in spec.command):
         # -march=native, nvcc -arch=native: the output depends on this machine's processor.
         identities.append(("<native>", native_cpu()))
     return KeyParts(
         rule=spec.rule,
-        command=tuple(frame.argument(word) for word in spec.command),
+        command=tuple(
+            PYTHON_WORD if word in interpreter else frame.argument(word) for word in spec.command
+        ),
         inputs=tuple((frame.name(p), file_digest(p)) for p in spec.inputs),
         outputs=tuple(frame.name(p) for p in spec.outputs),
         depfile=frame.name(spec.depfile) if spec.depfile else None,

@@ -49,6 +49,9 @@ REMOTE_STATE = ".buildgen/remote"  # the remote client's shared state, in the bu
 CONSOLE = (".buildgen/console/stdout", ".buildgen/console/stderr")
 ENV_EXPLAIN = "BUILDGEN_CACHE_EXPLAIN"  # =1: write each action's key document
 EXPLAIN_DIR = ".buildgen/keys"  # <build>/.buildgen/keys/<first output>.json
+# Set in a stage worker (buildgen/worker/stages.py): runs a Python stage's command in a fork
+# of the warm worker and returns (status, stdout, stderr), or None for any other command.
+stage_runner: Callable[[Sequence[str], bool], tuple[int, bytes, bytes] | None] | None = None
 
 
 def main(argv: Sequence[str]) -> int:
@@ -104,6 +107,11 @@ def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
         for path in spec.outputs:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+    if stage_runner is not None and (ran := stage_runner(spec.command, capture)) is not None:
+        code, stdout, stderr = ran
+        if capture:
+            _echo(stdout, stderr)
+        return Ran(code, (stdout, stderr))
     try:
         done = subprocess.run(spec.command, check=False, capture_output=capture)
     except OSError as exc:

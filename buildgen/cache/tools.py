@@ -29,7 +29,6 @@ MEMO_FORMAT = 1
 PROBE_TIMEOUT = 60.0  # s: a compiler's --version never takes this long
 # What the stages' outputs depend on besides buildgen itself.
 _STAGE_DISTRIBUTIONS = ("onnx", "numpy", "pyyaml", "jsonschema")
-_BUILDGEN_SUFFIXES = (".py", ".h", ".yaml", ".json", ".cmake")
 
 
 class Memo:
@@ -114,23 +113,13 @@ def python_identity(memo: Memo) -> str:
 
 
 def _package_files(package: Path) -> list[tuple[Path, os.stat_result]]:
-    from buildgen.resources import rules_dir, schemas_dir
+    from buildgen.resources import buildgen_files
 
     # The cache's own code decides where outputs come from, never what they are (what a
-    # key covers is versioned by KEY_FORMAT): editing it must not void every stage entry.
-    skip = {package / "cache"}
-    found: dict[Path, os.stat_result] = {}
-    for top in (package, rules_dir(), schemas_dir()):
-        for folder, dirs, names in os.walk(top):
-            dirs[:] = sorted(
-                d for d in dirs
-                if d != "__pycache__" and not d.startswith(".") and Path(folder, d) not in skip
-            )  # fmt: skip
-            for name in names:
-                if name.endswith(_BUILDGEN_SUFFIXES) and not name.startswith("."):
-                    path = Path(folder, name)
-                    found[path] = path.stat()
-    return sorted(found.items())
+    # key covers is versioned by KEY_FORMAT), nor does the worker that runs actions:
+    # editing either must not void every stage entry.
+    skip = (package / "cache", package / "worker")
+    return [(path, path.stat()) for path in buildgen_files(skip)]
 
 
 def _python_digest(package: Path, files: list[tuple[Path, os.stat_result]]) -> str:

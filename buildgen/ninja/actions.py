@@ -62,7 +62,7 @@ def plan_build(
     actions = add_shared_kernels(actions, models, targets, ctx)
     # ninja's built-in `console` pool must not be redeclared.
     pools = sorted({a.pool for a in actions if a.pool and a.pool != "console"})
-    stages = (*ctx.python, "-m", "buildgen.stages", "--buildgen-version", ctx.version)
+    stages = (*_stage_start(ctx, cached), "--buildgen-version", ctx.version)
     plan = BuildPlan(
         variables=((rules.PYTHON, ctx.python), (rules.STAGES, stages)),
         pools=tuple(Pool(name, ctx.pool_depth(name)) for name in pools),
@@ -72,6 +72,14 @@ def plan_build(
         defaults=(ALL,),
     )
     return with_cache(plan, ctx) if cached else plan
+
+
+def _stage_start(ctx: GenContext, cached: bool) -> tuple[str, ...]:
+    """How a stage starts. Through the cache, a stage is the wrapper's command: plain, as
+    its key must not name the worker. Without it, through the worker when there is one."""
+    if ctx.worker and not cached:
+        return ctx.through_worker("stage")
+    return (*ctx.python, "-m", "buildgen.stages")
 
 
 def _products(files: TargetFiles) -> tuple[str, ...]:

@@ -16,7 +16,11 @@ from buildgen.ninja.plan import Action, BuildPlan
 
 
 def with_cache(plan: BuildPlan, ctx: GenContext) -> BuildPlan:
-    wrapper = (*ctx.python, "-m", "buildgen.cache", "exec", "--root", ctx.path(ctx.root))
+    if ctx.worker:  # through a warm worker when there is one (buildgen/worker)
+        start = ctx.through_worker("exec")
+    else:
+        start = (*ctx.python, "-m", "buildgen.cache", "exec")
+    wrapper = (*start, "--root", ctx.path(ctx.root))
     return dataclasses.replace(
         plan,
         variables=(*plan.variables, (rules.CACHE, wrapper)),

@@ -15,7 +15,9 @@ from functools import cache
 from pathlib import Path
 
 import buildgen
-from buildgen.resources import include_dir, rules_dir, schemas_dir
+from buildgen.resources import buildgen_files, include_dir, rules_dir, schemas_dir
+from buildgen.worker import client
+from buildgen.worker.identity import canonical_interpreter, worker_identity
 
 # Pools bound memory-heavy compilers (nvcc with CUTLASS needs ~2 GB per job). A pool the
 # manifest gives no depth gets this one, so build.ninja never depends on the machine.
@@ -32,6 +34,10 @@ class GenContext:
     include_dir: Path  # buildgen's shared C headers
     generator_inputs: tuple[Path, ...]  # files and folders whose change re-runs gen
     pool_depths: tuple[tuple[str, int], ...] = ()
+    # The stage worker actions go through (buildgen/worker): its identity and the client
+    # script that reaches it. Empty: actions start the cache wrapper directly.
+    worker: str = ""
+    worker_client: str = ""
 
     def path(self, path: Path) -> str:
         """How build.ninja names `path`: relative to the build dir when both lie under the
@@ -40,6 +46,10 @@ class GenContext:
         if _is_under(path, self.root) and _is_under(self.build_dir, self.root):
             return Path(os.path.relpath(path, self.build_dir)).as_posix()
         return path.as_posix()
+
+    def through_worker(self, mode: str) -> tuple[str, ...]:
+        """The start of a command that a worker runs (client.MODES: exec, stage)."""
+        return (*self.python, "-S", self.worker_client, "--worker", self.worker, mode)
 
     def pool_depth(self, pool: str) -> int:
         return dict(self.pool_depths).get(pool, DEFAULT_POOL_DEPTH)
@@ -61,16 +71,28 @@ def current_context(
         include_dir=include_dir(),
         generator_inputs=generator_inputs(),
         pool_depths=pool_depths,
+        worker=_worker_identity(python_command()),
+        worker_client=str(Path(client.__file__).resolve()),
     )
 
 
+def _worker_identity(python: tuple[str, ...]) -> str:
+    """For actions started by `python`: `env PYTHONPATH=... interpreter` sets their
+    PYTHONPATH, a bare interpreter passes on the one ninja (and gen) runs with."""
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    for word in python[:-1]:
+        if word.startswith("PYTHONPATH="):
+            pythonpath = word.partition("=")[2]
+    return worker_identity(python[-1], pythonpath)
+
+
 def generator_inputs() -> tuple[Path, ...]:
-    """rules/ and schemas/ (every file, and the folders so that an added file counts), every
-    definition file a plug-in brings, and the file holding buildgen's version, so upgrading
-    buildgen regenerates build.ninja."""
+    """buildgen's own files (code, headers), rules/ and schemas/ (every file, and the folders
+    so that an added file counts) and every definition file a plug-in brings: upgrading or
+    editing buildgen regenerates build.ninja, with a new worker identity on its actions."""
     from buildgen.targets import definition_files
 
-    found: set[Path] = {Path(buildgen.__file__).resolve(), *definition_files()}
+    found: set[Path] = {*buildgen_files(), *definition_files()}
     for top in (rules_dir(), schemas_dir()):
         if not top.is_dir():
             continue
@@ -84,13 +106,15 @@ def generator_inputs() -> tuple[Path, ...]:
 
 @cache
 def python_command() -> tuple[str, ...]:
-    """The interpreter running gen, plus PYTHONPATH when buildgen is used from a checkout
-    that is not installed: actions run in the build dir, where `import buildgen` would
-    otherwise fail. An installed buildgen (editable or not) needs nothing added."""
+    """The interpreter running gen (by its canonical name), plus PYTHONPATH when buildgen
+    is used from a checkout that is not installed: actions run in the build dir, where
+    `import buildgen` would otherwise fail. An installed buildgen (editable or not) needs
+    nothing added."""
     package_parent = Path(buildgen.__file__).resolve().parent.parent
+    interpreter = canonical_interpreter(sys.executable)
     if _importable_elsewhere(Path(buildgen.__file__).resolve()):
-        return (sys.executable,)
-    return ("env", f"PYTHONPATH={package_parent}", sys.executable)
+        return (interpreter,)
+    return ("env", f"PYTHONPATH={package_parent}", interpreter)
 
 
 def _importable_elsewhere(init_file: Path) -> bool:

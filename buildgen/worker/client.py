@@ -1,0 +1,186 @@
+"""The action wrapper's front door: hand the action to a warm worker, or run it cold.
+
+build.ninja starts every cached action as
+
+    $python -S .../buildgen/worker/client.py --worker <identity> exec <exec arguments>
+
+(and, in a build without the cache, every Python stage as `... <identity> stage <args>`).
+
+This file runs as a script under `-S` (no site, nothing of buildgen imported): starting it
+costs an interpreter and four stdlib modules, not the ~0.2 s of imports the wrapper and a
+stage pay. It connects to the worker serving <identity> (a digest of this interpreter and
+buildgen's files, computed by gen: buildgen/worker/identity.py), passes it the action's
+argv, environment, working directory, umask and its own stdin/stdout/stderr (SCM_RIGHTS),
+forwards interrupts, and exits with the action's status. Where there is no worker it starts
+one in the background and runs this action the usual way (`python -m buildgen.cache exec`
+or `python -m buildgen.stages`),
+so a cold or broken worker only ever costs the old price. BUILDGEN_WORKERS=off never
+touches a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+ENV_WORKERS = "BUILDGEN_WORKERS"  # off: run every action in its own interpreter
+ENV_DIR = "BUILDGEN_WORKER_DIR"  # where sockets live (default: a private folder in /tmp)
+SPAWN_BACKOFF_S = 30.0  # a worker that did not come up is not started again for this long
+_HEADER = struct.Struct("!I")
+# Replies: STARTED + the action's process group, then DONE + its exit status.
+STARTED, DONE = b"P", b"X"
+# What the worker runs, and the module a cold start runs instead.
+MODES = {"exec": ("buildgen.cache", "exec"), "stage": ("buildgen.stages",)}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] != "--worker" or argv[2] not in MODES:
+        print("buildgen worker client: expected --worker <identity> exec|stage <arguments>",
+              file=sys.stderr)
+        return 2
+    identity, mode, args = argv[1], argv[2], argv[3:]
+    # The identity names files: only what gen writes (hex digits) is taken.
+    valid = 0 < len(identity) <= 64 and all(c in "0123456789abcdef" for c in identity)
+    if valid and os.environ.get(ENV_WORKERS, "on").lower() not in ("off", "0", "no", "false"):
+        folder = worker_dir()
+        if folder is not None:
+            code = _through_worker(folder, identity, mode, args)
+            if code is not None:
+                return code
+    return _run_cold(mode, args)
+
+
+def worker_dir() -> str | None:
+    """A folder only this user can enter, or None (no workers) when that cannot be had."""
+    folder = os.environ.get(ENV_DIR) or os.path.join(
+        os.environ.get("TMPDIR") or "/tmp", f"buildgen-workers-{os.getuid()}"
+    )
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    # Anyone else's folder, or one others may write into, could hold their socket.
+    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not os.path.isdir(folder):
+        return None
+    return folder
+
+
+def socket_path(folder: str, identity: str) -> str:
+    return os.path.join(folder, f"{identity}.sock")
+
+
+def _through_worker(folder: str, identity: str, mode: str, args: list[str]) -> int | None:
+    """The action's exit status, or None when no worker took it (nothing ran)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(socket_path(folder, identity))
+    except OSError:
+        conn.close()
+        _start_worker(folder, identity)
+        return None
+    with conn:
+        return _converse(conn, mode, args)
+
+
+def _converse(conn: socket.socket, mode: str, args: list[str]) -> int | None:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    request = json.dumps({
+        "mode": mode, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "umask": mask,
+    }).encode()
+    try:
+        socket.send_fds(conn, [_HEADER.pack(len(request))], [0, 1, 2])
+        conn.sendall(request)
+        started = _read(conn, 1 + _HEADER.size)
+    except OSError:
+        return None
+    if len(started) < 1 + _HEADER.size or started[:1] != STARTED:
+        return None  # the worker went away before starting it: run it here
+    group = _HEADER.unpack(started[1:])[0]
+    interrupted = _forward_interrupts(group)
+    try:
+        done = _read(conn, 1 + _HEADER.size)
+    except OSError:
+        done = b""
+    if len(done) == 1 + _HEADER.size and done[:1] == DONE:
+        return _HEADER.unpack(done[1:])[0]
+    if interrupted:
+        return 128 + interrupted[-1]
+    # The worker's process died mid-action (killed, out of memory). Actions write their
+    # outputs atomically and are pure functions of their inputs: running it again is safe.
+    return None
+
+
+def _forward_interrupts(group: int) -> list[int]:
+    """ninja interrupts its own process group; the action runs in the worker's: pass the
+    signal on to the action's whole group."""
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        try:  # noqa: SIM105 (contextlib is one more import on every action)
+            os.killpg(group, signum)
+        except OSError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    return received
+
+
+def _read(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _start_worker(folder: str, identity: str) -> None:
+    """Start a worker in the background, at most once per SPAWN_BACKOFF_S: while it warms up
+    (or if it cannot start) actions run cold instead of each starting another."""
+    stamp = os.path.join(folder, f"{identity}.started")
+    try:
+        if time.time() - os.stat(stamp).st_mtime < SPAWN_BACKOFF_S:
+            return
+    except OSError:
+        pass
+    try:
+        with open(stamp, "w"):
+            pass
+        log = os.open(os.path.join(folder, f"{identity}.log"),
+                      os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDWR)
+        argv = [sys.executable, "-m", "buildgen.worker.server", folder, identity]
+        actions = [
+            (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
+            (os.POSIX_SPAWN_DUP2, log, 2),
+        ]
+        # A session of its own: ninja's Ctrl-C and the end of this build leave it alone.
+        os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
+        os.close(log)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _run_cold(mode: str, args: list[str]) -> int:
+    module, *sub = MODES[mode]
+    argv = [sys.executable, "-m", module, *sub, *args]
+    try:
+        os.execv(sys.executable, argv)
+    except OSError as exc:
+        print(f"error: {sys.executable}: {exc.strerror or exc}", file=sys.stderr)
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
