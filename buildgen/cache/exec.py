@@ -35,14 +35,13 @@ from buildgen.cache.depsets import DepSets
 from buildgen.cache.keys import KeyParts, PathFrame, base_key, full_key
 from buildgen.cache.model import ActionResult, OutputFile
 from buildgen.cache.restore import restore
-from buildgen.cache.settings import CacheSettings, SettingsError, load_settings
+from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, load_settings
 from buildgen.cache.store import LocalStore
 from buildgen.cache.tools import Memo
 
 if TYPE_CHECKING:
     from buildgen.cache.remote import RemoteCache
 
-REMOTE_STATE = ".buildgen/remote"  # the remote client's shared state, in the build dir
 # What a command printed is kept with its outputs under these reserved names (no action
 # writes under .buildgen/), and printed again on a hit: a compiler's warnings do not vanish
 # because the object came from the cache.

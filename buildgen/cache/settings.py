@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from buildgen.manifest import CacheOptions
 
+REMOTE_STATE = ".buildgen/remote"  # the remote client's shared state, in the build dir
 SETTINGS_FILE = ".buildgen/cache.json"  # relative to the build dir
 SETTINGS_FORMAT = 1
 DEFAULT_MAX_SIZE = 5 * 10**9

@@ -1,8 +1,10 @@
 """`buildgen build [names...] [-- ninja args]`: gen, then ninja in the build dir, then a
 summary of what the action cache did.
 
-gen always runs first: it is cheap and rewrites only files whose bytes change, so a build
-never runs against a build.ninja older than the manifest.
+gen runs first unless its stamp (gen_stamp.py) shows that nothing it reads has changed
+since it last ran, and ninja's generator rule re-runs it for what ninja tracks: a build
+never runs against a build.ninja older than the manifest, and a no-op build costs about
+what ninja's does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.ninja.cli_common import add_manifest_arguments
-from buildgen.ninja.gen import generate
+from buildgen.ninja.gen_stamp import fresh_build_dir, write_stamp
 from buildgen.ninja.tool import run_ninja
 
 # ninja options after which nothing is built: no summary then.
@@ -32,13 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from buildgen.cache import journal
 
-    result = generate(args.manifest, args.build_dir)
-    cached, state = _prepare_cache(result.build_dir)
-    offset = journal.journal_size(result.build_dir)
-    code = run_ninja(result.build_dir, [*args.passthrough, *args.names]).returncode
+    build_dir = fresh_build_dir(args.manifest, args.build_dir)
+    if build_dir is None:
+        from buildgen.ninja.gen import generate
+
+        build_dir = generate(args.manifest, args.build_dir).build_dir
+        write_stamp(args.manifest, args.build_dir, build_dir)
+    cached, state = _prepare_cache(build_dir)
+    offset = journal.journal_size(build_dir)
+    code = run_ninja(build_dir, [*args.passthrough, *args.names]).returncode
     # Without the cache, no action reports what it did: nothing to summarize.
     if cached and not any(a.startswith(_NO_BUILD) for a in args.passthrough):
-        _print_summary(result.build_dir, args.names, offset, state, stopped=code != 0)
+        _print_summary(build_dir, args.names, offset, state, stopped=code != 0)
     return code
 
 
@@ -46,8 +53,7 @@ def _prepare_cache(build_dir: Path) -> tuple[bool, Path | None]:
     """Check the cache settings before any action reads them; forget the previous build's
     remote-cache trouble. Returns whether the cache is on, and the remote client's state
     folder if there is a remote."""
-    from buildgen.cache.exec import REMOTE_STATE
-    from buildgen.cache.settings import SettingsError, load_settings
+    from buildgen.cache.settings import REMOTE_STATE, SettingsError, load_settings
 
     try:
         settings = load_settings(build_dir)
