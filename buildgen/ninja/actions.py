@@ -10,6 +10,8 @@ stage command.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 
 from buildgen.codegen.executor import isa_arguments, isa_plan
@@ -157,8 +159,9 @@ def _target_actions(
     )
     objects.append(files.obj("weights"))
     # .incbin is invisible to the compiler's depfile, so weights.bin is declared here.
+    data = dataclasses.replace(host, cflags=_data_flags(host.cflags))
     actions.append(
-        _compile(files.weights_asm, files.obj("weights"), host, includes, files, (graph.weights,))
+        _compile(files.weights_asm, files.obj("weights"), data, includes, files, (graph.weights,))
     )
     actions += _link_actions(target, host, objects, files)
     # The report, like the partition, reads the code-affecting view of the target: it
@@ -242,6 +245,18 @@ def _partition_action(
         description=f"PARTITION {files.label}",
         variables=(("args", tuple(args)), ("dep", depfile)),
     )
+
+
+# Flags that cannot change an object assembled from data (weights.S: .incbin and symbols):
+# optimisation, warnings, the C standard, debug info, threads, code-generation switches.
+# Left on the command line, changing `opt_level` would re-assemble every model's weights.
+_CODE_ONLY_FLAGS = re.compile(r"-(O.*|W.*|std=.*|g.*|pthread|f(?!(no-)?(pic|PIC|pie|PIE)$).*)")
+
+
+def _data_flags(cflags: tuple[str, ...]) -> tuple[str, ...]:
+    """The host's flags that still matter for weights.S: ABI and position independence
+    (-fPIC, -m64, --target, -mfloat-abi, ...), ISA selection, defines."""
+    return tuple(flag for flag in cflags if not _CODE_ONLY_FLAGS.fullmatch(flag))
 
 
 def _compile(
