@@ -107,10 +107,11 @@ def _import_action(model: ModelSpec, ctx: GenContext) -> Action:
     args = ["--model", model.name, "--source", source]
     for name, shape in model.inputs:
         args += ["--input", f"{name}={','.join(str(d) for d in shape)}"]
-    args += ["--graph", files.graph, "--weights", files.weights, "--depfile", files.import_depfile]
+    args += ["--graph", files.graph, "--weights", files.weights, "--constants", files.constants,
+             "--depfile", files.import_depfile]
     return Action(
         rule=rules.IMPORT.name,
-        outputs=(files.graph, files.weights),
+        outputs=(files.graph, files.weights, files.constants),
         inputs=(source,),
         description=f"IMPORT {model.name}",
         variables=(("args", tuple(args)), ("dep", files.import_depfile)),
@@ -170,14 +171,15 @@ def _target_actions(
         Action(
             rule=rules.REPORT.name,
             outputs=(files.report_json, files.report_md),
-            inputs=(files.codegen_target_file, graph.graph, graph.weights, files.partition),
+            inputs=(files.codegen_target_file, graph.graph, graph.constants, files.partition),
             description=f"REPORT {files.label}",
             variables=(("args", (
                 "--model", model.name, "--target", files.codegen_target_file,
-                "--graph", graph.graph, "--weights", graph.weights,
-                "--partition", files.partition, "--json", files.report_json,
-                "--md", files.report_md, *isa_arguments(isa_plan(target)),
-            )),),
+                "--graph", graph.graph, "--constants", graph.constants,
+                "--weights", graph.weights, "--partition", files.partition,
+                "--json", files.report_json, "--md", files.report_md,
+                "--depfile", f"{files.report_json}.d", *isa_arguments(isa_plan(target)),
+            )), ("dep", f"{files.report_json}.d")),
         )
     )
     return actions
@@ -185,13 +187,15 @@ def _target_actions(
 
 def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFiles,
                     graph: ModelFiles, ctx: GenContext) -> Action:
-    # weights.bin: constant values (Slice starts, Reshape shapes) shape the code.
-    inputs: tuple[str, ...] = (graph.graph, graph.weights, files.partition,
+    # constants.bin: constant values (Slice starts, Reshape shapes) shape the code; a large
+    # weight, if one is read, reaches the depfile.
+    inputs: tuple[str, ...] = (graph.graph, graph.constants, files.partition,
                                files.options(backend))
     args: tuple[str, ...] = (
         "--model", model.name, "--backend", backend, "--graph", graph.graph,
-        "--weights", graph.weights, "--partition", files.partition,
-        "--options", files.options(backend), "--out", source,
+        "--constants", graph.constants, "--weights", graph.weights,
+        "--partition", files.partition, "--options", files.options(backend), "--out", source,
+        "--depfile", f"{source}.d",
     )
     # Tuning records choose kernels per shape (`buildgen tune` on a GPU writes them), so for
     # a kind that reads them the records file is an input whatever the partition policy.
@@ -203,7 +207,7 @@ def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFi
         outputs=(source,),
         inputs=inputs,
         description=f"CODEGEN {backend} {files.label}",
-        variables=(("args", args),),
+        variables=(("args", args), ("dep", f"{source}.d")),
     )
 
 

@@ -44,6 +44,11 @@ class ModelFiles:
         return f"{self.model}/weights.bin"
 
     @property
+    def constants(self) -> str:
+        """The small weights again: what codegen reads (buildgen/ir/constants.py)."""
+        return f"{self.model}/constants.bin"
+
+    @property
     def import_depfile(self) -> str:
         return f"{self.model}/graph.json.d"
 

@@ -34,9 +34,11 @@ def _stage(name: str, depfile: str | None = None, deps: str | None = None) -> Ru
 
 IMPORT = _stage("import", depfile="$dep", deps="gcc")
 PARTITION = _stage("partition", depfile="$dep", deps="gcc")
-CODEGEN = _stage("codegen")
+# codegen and report read constants.bin; their depfile adds weights.bin when they read a
+# large weight after all (buildgen/ir/constants.py).
+CODEGEN = _stage("codegen", depfile="$dep", deps="gcc")
 EXECUTOR = _stage("executor")
-REPORT = _stage("report")
+REPORT = _stage("report", depfile="$dep", deps="gcc")
 # Manifest-wide: every model's instantiation list -> a kind's kernel shards (shared_modules.py).
 SHARED_KERNELS = _stage("shared_kernels")
 

@@ -12,13 +12,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from buildgen.errors import BuildgenError, error, in_file
+from buildgen.stages.runner import depfile_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--backend", required=True, help="the backend kind, e.g. c")
     parser.add_argument("--graph", required=True)
-    parser.add_argument("--weights", required=True, help="weights.bin")
+    parser.add_argument("--constants", required=True, help="constants.bin (small weights)")
+    parser.add_argument("--weights", required=True,
+                        help="weights.bin, read only for a large weight (then in the depfile)")
+    parser.add_argument("--depfile", help="the depfile to write: the weight files read")
     parser.add_argument("--partition", required=True)
     parser.add_argument("--options", required=True, help="options/<backend>.json")
     parser.add_argument("--out", required=True, help="the source file to write")
@@ -31,12 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
-    return [args.out, *([args.kernels_out] if args.kernels_out else [])]
+    return [args.out, *([args.kernels_out] if args.kernels_out else []),
+            *([args.depfile] if args.depfile else [])]
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.backends.registry import get_backend
-    from buildgen.ir.serialize import graph_digest, load_graph, load_weights
+    from buildgen.ir.constants import CodeWeights
+    from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.ninja.layout import SOURCE_EXTENSIONS
     from buildgen.ninja.options_file import load_options
     from buildgen.stages.checks import load_checked_partition
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     text = Path(args.graph).read_text()
     graph = load_graph(text)
     partition = load_checked_partition(args.partition, args.model, graph_digest(text))
-    weights = load_weights(graph, args.weights)
+    weights = CodeWeights(graph, args.constants, args.weights)
     backend = get_backend(kind)
     produced: dict[str, bytes | str] = {}
     records = None
@@ -79,4 +85,6 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
             hint=f"check the language declared in rules/{kind}.yaml",
         )
     produced[args.out] = source.text
+    if args.depfile:
+        produced[args.depfile] = depfile_text(args.out, weights.files_read())
     return produced

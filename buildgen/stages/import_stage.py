@@ -1,4 +1,4 @@
-"""import: ONNX file + input shapes -> graph.json, weights.bin and a depfile.
+"""import: ONNX file + input shapes -> graph.json, weights.bin, constants.bin, a depfile.
 
 The depfile lists every file the importer read (the .onnx and its external-data files),
 so editing external data re-runs the import although build.ninja never named that file.
@@ -23,11 +23,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--graph", required=True, help="graph.json to write")
     parser.add_argument("--weights", required=True, help="weights.bin to write")
+    parser.add_argument("--constants", required=True,
+                        help="constants.bin to write (the small weights, for codegen)")
     parser.add_argument("--depfile", required=True, help="depfile to write")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
-    return [args.graph, args.weights, args.depfile]
+    return [args.graph, args.weights, args.constants, args.depfile]
 
 
 def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
@@ -44,6 +46,7 @@ def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.importer import import_model
+    from buildgen.ir.constants import constants_blob
     from buildgen.ir.serialize import dump_graph
 
     shapes = dict(parse_input(text) for text in args.input)
@@ -51,5 +54,6 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     return {
         args.graph: dump_graph(result.graph),
         args.weights: result.weights_blob,
+        args.constants: constants_blob(result.graph, result.weights_blob),
         args.depfile: depfile_text(args.graph, [str(p) for p in result.files_read]),
     }

@@ -1,4 +1,4 @@
-"""report: target + graph + weights + partition -> report.json and report.md."""
+"""report: target + graph + constants + partition -> report.json and report.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--target", required=True, help="a target file (options/target.json)")
     parser.add_argument("--graph", required=True)
-    parser.add_argument("--weights", required=True, help="weights.bin")
+    parser.add_argument("--constants", required=True, help="constants.bin (small weights)")
+    parser.add_argument("--weights", required=True,
+                        help="weights.bin, read only for a large weight (then in the depfile)")
+    parser.add_argument("--depfile", help="the depfile to write: the weight files read")
     parser.add_argument("--partition", required=True)
     parser.add_argument("--json", required=True, help="report.json to write")
     parser.add_argument("--md", required=True, help="report.md to write")
@@ -21,21 +24,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
-    return [args.json, args.md]
+    return [args.json, args.md, *([args.depfile] if args.depfile else [])]
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.codegen.executor import parse_isa_arguments
     from buildgen.codegen.report import write_report
-    from buildgen.ir.serialize import graph_digest, load_graph, load_weights
+    from buildgen.ir.constants import CodeWeights
+    from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.stages.checks import load_checked_partition
+    from buildgen.stages.runner import depfile_text
     from buildgen.targets import load_target_file
 
     text = Path(args.graph).read_text()
     graph = load_graph(text)
     partition = load_checked_partition(args.partition, args.model, graph_digest(text))
     target = load_target_file(args.target)
-    weights = load_weights(graph, args.weights)
+    weights = CodeWeights(graph, args.constants, args.weights)
     isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
     json_text, markdown = write_report(args.model, target, graph, partition, weights, isa)
-    return {args.json: json_text, args.md: markdown}
+    produced = {args.json: json_text, args.md: markdown}
+    if args.depfile:
+        produced[args.depfile] = depfile_text(args.json, weights.files_read())
+    return produced

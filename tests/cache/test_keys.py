@@ -132,6 +132,8 @@ def _import(build, cache, shape="8,512"):
         "mlp/graph.json",
         "--weights",
         "mlp/weights.bin",
+        "--constants",
+        "mlp/constants.bin",
         "--depfile",
         "mlp/graph.json.d",
     ]
@@ -142,7 +144,7 @@ def _import(build, cache, shape="8,512"):
         rule="import",
         restat=True,
         depfile="mlp/graph.json.d",
-        outputs=["mlp/graph.json", "mlp/weights.bin"],
+        outputs=["mlp/graph.json", "mlp/weights.bin", "mlp/constants.bin"],
         inputs=["../m/mlp.onnx"],
         env=wrapper_env(cache),
     )

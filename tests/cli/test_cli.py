@@ -59,7 +59,7 @@ def test_gen_writes_the_build_files_once(tmp_path):
     assert main(["gen", "--manifest", str(manifest)]) == 0
     build = tmp_path / "proj" / "build"
     text = (build / "build.ninja").read_text()
-    assert "build m/graph.json m/weights.bin: import ../models/m.onnx\n" in text
+    assert "build m/graph.json m/weights.bin m/constants.bin: import ../models/m.onnx\n" in text
     assert str(tmp_path) not in text  # paths under the project are relative
     for rel in ("m/cpu/target.json", "m/cpu/options/c.json", "m/c/options/target.json"):
         assert (build / rel).is_file()

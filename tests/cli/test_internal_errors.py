@@ -104,7 +104,8 @@ def test_an_ir_verification_failure_in_the_import_stage_names_the_model(
     monkeypatch.chdir(tiny_onnx.parent)
     argv = ["--buildgen-version", __version__, "import", "--model", "tiny", "--source",
             tiny_onnx.name, "--input", "x=2,4", "--graph", "out/graph.json", "--weights",
-            "out/weights.bin", "--depfile", "out/graph.json.d"]
+            "out/weights.bin", "--constants", "out/constants.bin", "--depfile",
+            "out/graph.json.d"]
     assert runner.main(argv) == 1
     head, hint = _one_paragraph(capsys.readouterr().err)
     assert head.startswith("error: tiny.onnx: internal error in the import stage (model 'tiny'): "

@@ -28,7 +28,7 @@ def test_a_version_mismatch_asks_for_gen(tmp_path):
 def _import_args(source):
     return (*STAGE, "import", "--model", "tiny", "--source", source, "--input", "x=2,4",
             "--graph", "out/graph.json", "--weights", "out/weights.bin",
-            "--depfile", "out/graph.json.d")
+            "--constants", "out/constants.bin", "--depfile", "out/graph.json.d")
 
 
 def test_import_writes_outputs_and_a_depfile_then_leaves_them_alone(tmp_path, tiny_onnx):

@@ -37,3 +37,46 @@ def test_opt_level_recompiles_code_and_never_reassembles_weights(tmp_path: Path)
     assert "tiny/cpu/obj/weights.o" not in again
     # Python stages read no compile flag: none of them runs again.
     assert not [out for out in again if out.endswith((".json", ".c", ".h", ".S"))], again
+
+
+def _save_wide_model(path: Path, bump: float = 0.0) -> None:
+    """relu(x @ w + b) with w [64, 512]: 128 KiB, larger than a code constant."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((64, 512)).astype(np.float32)
+    w[0, 0] += bump
+    b = rng.standard_normal(512).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+         helper.make_node("Add", ["h", "b"], ["hb"], name="add"),
+         helper.make_node("Relu", ["hb"], ["y"], name="relu")],
+        "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)
+
+
+def test_editing_a_large_weight_reruns_import_assembly_and_link_only(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "models").mkdir(parents=True)
+    _save_wide_model(project / "models" / "wide.onnx")
+    (project / "BUILD.yaml").write_text(
+        "buildgen: 1\ntargets:\n  cpu: {kind: c, opt_level: 1, march: x86-64}\n"
+        "models:\n  wide:\n    source: models/wide.onnx\n    targets: [cpu]\n"
+    )
+    first = _build(project)
+    assert "wide/cpu/src/c.c" in first and "wide/cpu/report.json" in first
+    _save_wide_model(project / "models" / "wide.onnx", bump=1.0)
+    again = _build(project)
+    assert again == sorted([
+        "wide/graph.json", "wide/cpu/obj/weights.o", "wide/cpu/libwide.so",
+        "wide/cpu/libwide.a",
+    ]), again
+    # The bias (2 KiB) is a code constant, kept in constants.bin; the matrix is not.
+    assert (project / "build" / "wide" / "constants.bin").stat().st_size == 512 * 4

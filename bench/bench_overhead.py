@@ -1,0 +1,237 @@
+"""What buildgen itself costs, against the tools it runs, in one run (issue: build overhead).
+
+    python bench/bench_overhead.py                 # all measurements; prints a table
+    python bench/bench_overhead.py --markdown      # the same as Markdown
+    python bench/bench_overhead.py --models 200    # the size of the many-model project
+
+Measured, each the best of --rounds (other load only ever adds time):
+
+    no-op build      `buildgen build` with nothing to do, against `python -c pass` plus
+                     `ninja -C build` (also nothing to do), at 3 models (the examples) and
+                     at --models tiny models
+    per action       one compile (the tiny model's model.c) run by hand, and the same
+                     command line as build.ninja runs it: through the worker and with
+                     BUILDGEN_WORKERS=off, on a cache miss (empty cache) and a hit
+    Python stages    a clean build's import/partition/codegen/executor/report actions,
+                     summed from the action journal, workers on and off
+    gen              `buildgen gen` of a manifest with --gen-models models
+
+Each build's products are compared between workers on and off: a difference stops the
+bench (a wrong answer is reported, never timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "ninja"))
+from small_project import save_tiny_model  # noqa: E402 - the tests' one-model project
+
+STAGES = ("import", "partition", "codegen", "executor", "report")
+TINY_TARGET = '{kind: c, opt_level: 1, march: x86-64}'
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--models", type=int, default=200)
+    parser.add_argument("--gen-models", type=int, default=1000)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="bg-overhead-") as tmp:
+        root = Path(tmp)
+        env = _environment(root)
+        rows += _no_op(root / "examples", _examples(root / "examples"), env, args.rounds)
+        many = _tiny_project(root / "many", args.models)
+        rows += _no_op(root / "many", many, env, args.rounds, label=f"{args.models} models")
+        rows += _per_action(root / "one", env, args.rounds)
+        rows += _stages(root / "stages", env)
+        rows += _gen(root / "gen", args.gen_models, env, args.rounds)
+    _print(rows, args.markdown)
+    return 0
+
+
+def _environment(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["BUILDGEN_CACHE_DIR"] = str(root / "cache")
+    env["BUILDGEN_WORKER_DIR"] = str(root / "workers")
+    return env
+
+
+def _examples(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    shutil.copy2(REPO / "BUILD.yaml", folder / "BUILD.yaml")
+    shutil.copytree(REPO / "examples" / "models", folder / "examples" / "models")
+    return folder
+
+
+def _tiny_project(folder: Path, models: int) -> Path:
+    save_tiny_model(folder / "models" / "tiny.onnx")
+    lines = ["buildgen: 1", "targets:", f"  cpu: {TINY_TARGET}", "models:"]
+    for i in range(models):
+        lines += [f"  m{i}:", "    source: models/tiny.onnx", "    inputs: {x: [2, 4]}",
+                  "    targets: [cpu]"]
+    (folder / "BUILD.yaml").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _run(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {shlex.join(argv)}\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def _best(rounds: int, action: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _buildgen(*words: str) -> list[str]:
+    return [sys.executable, "-m", "buildgen", *words]
+
+
+def _no_op(folder: Path, project: Path, env: dict[str, str], rounds: int,
+           label: str = "3 models (examples)") -> list[tuple[str, str, str]]:
+    _run(_buildgen("build"), project, env)
+    _run(_buildgen("build"), project, env)  # settles the stamp
+    ninja = shutil.which("ninja") or _ninja_binary()
+    buildgen = _best(rounds, lambda: _run(_buildgen("build"), project, env))
+    python = _best(rounds, lambda: _run([sys.executable, "-c", "pass"], project, env))
+    plain = _best(rounds, lambda: _run([ninja, "-C", "build"], project, env))
+    ratio = buildgen / (python + plain)
+    return [(f"no-op build, {label}", f"{buildgen * 1e3:.0f} ms",
+             f"{ratio:.2f}x (python -c pass {python * 1e3:.0f} ms + ninja {plain * 1e3:.0f} ms)")]
+
+
+def _ninja_binary() -> str:
+    import ninja
+
+    return os.path.join(ninja.BIN_DIR, "ninja")
+
+
+def _per_action(folder: Path, env: dict[str, str], rounds: int) -> list[tuple[str, str, str]]:
+    project = _tiny_project(folder, 1)
+    _run(_buildgen("build"), project, env)
+    build = project / "build"
+    target = "m0/cpu/obj/model.o"
+    wrapped = _command_for(build, target)
+    tool = wrapped[wrapped.index("--") + 1:]
+    raw = _best(rounds, lambda: _run(tool, build, env))
+    rows = [("compile model.o, by hand", f"{raw * 1e3:.0f} ms", "the reference")]
+    for workers in ("on", "off"):
+        mode = {**env, "BUILDGEN_WORKERS": workers}
+        cache = folder / f"cache-{workers}"
+
+        def miss(mode: dict[str, str] = mode, cache: Path = cache) -> None:
+            shutil.rmtree(cache, ignore_errors=True)
+            _run(wrapped, build, {**mode, "BUILDGEN_CACHE_DIR": str(cache)})
+
+        def hit(mode: dict[str, str] = mode, cache: Path = cache) -> None:
+            (build / target).unlink()
+            _run(wrapped, build, {**mode, "BUILDGEN_CACHE_DIR": str(cache)})
+
+        if workers == "on":
+            _start_worker(folder / "warm-up", mode)
+        missed = _best(rounds, miss)
+        hits = _best(rounds, hit)
+        rows.append((f"  through the wrapper, workers {workers}, miss", f"{missed * 1e3:.0f} ms",
+                     f"+{(missed - raw) * 1e3:.0f} ms ({(missed / raw - 1) * 100:.0f}%)"))
+        rows.append((f"  through the wrapper, workers {workers}, hit", f"{hits * 1e3:.0f} ms",
+                     f"{(hits / raw) * 100:.0f}% of the compile"))
+    return rows
+
+
+def _command_for(build: Path, output: str) -> list[str]:
+    ninja = shutil.which("ninja") or _ninja_binary()
+    done = subprocess.run([ninja, "-C", str(build), "-t", "commands", "-s", output],
+                          capture_output=True, text=True, check=True)
+    return shlex.split(done.stdout.strip().splitlines()[-1])
+
+
+def _stages(folder: Path, env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """A clean build's Python stage time as ninja saw it (.ninja_log: process start to
+    exit), workers on and off, with the same products."""
+    products: dict[str, dict[str, bytes]] = {}
+    rows = []
+    for workers in ("on", "off"):
+        mode = {**env, "BUILDGEN_WORKERS": workers,
+                "BUILDGEN_CACHE_DIR": str(folder / f"cache-{workers}")}
+        if workers == "on":  # a warm worker, as in every build but the first of the day
+            _start_worker(folder / "warm-up", mode)
+        project = _examples(folder / workers)
+        _run(_buildgen("build"), project, mode)
+        seconds, count = _stage_seconds(project / "build")
+        products[workers] = {p.name: p.read_bytes() for p in (project / "build").rglob("*.so")}
+        rows.append((f"Python stages of a clean build (examples), workers {workers}",
+                     f"{seconds:.2f} s", f"{count} actions, summed"))
+    if products["on"] != products["off"]:
+        raise SystemExit("the libraries differ between workers on and off")
+    return rows
+
+
+def _start_worker(folder: Path, env: dict[str, str]) -> None:
+    """Build a tiny project (its first action starts a worker) and wait until it serves."""
+    project = _tiny_project(folder, 1)
+    _run(_buildgen("build"), project, env)
+    sockets = Path(env["BUILDGEN_WORKER_DIR"])
+    for _ in range(600):
+        if list(sockets.glob("*.sock")):
+            return
+        time.sleep(0.1)
+    raise SystemExit("no worker came up")
+
+
+def _stage_seconds(build: Path) -> tuple[float, int]:
+    """Seconds of the Python stage actions (by the journal's stage) per .ninja_log."""
+    stage_outputs = set()
+    for line in (build / ".buildgen" / "actions.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("rule") in STAGES:
+            stage_outputs.add(entry["out"])
+    total, count = 0.0, 0
+    for line in (build / ".ninja_log").read_text().splitlines()[1:]:
+        start, end, _mtime, output, *_ = line.split("\t")
+        if output in stage_outputs:
+            total += (int(end) - int(start)) / 1e3
+            count += 1
+    return total, count
+
+
+def _gen(folder: Path, models: int, env: dict[str, str], rounds: int
+         ) -> list[tuple[str, str, str]]:
+    project = _tiny_project(folder, models)
+    seconds = _best(rounds, lambda: _run(_buildgen("gen"), project, env))
+    return [(f"gen, {models} models", f"{seconds:.2f} s", "target <= 0.5 s")]
+
+
+def _print(rows: list[tuple[str, str, str]], markdown: bool) -> None:
+    if markdown:
+        print("| measurement | time | against |\n|---|---|---|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+        return
+    width = max(len(r[0]) for r in rows)
+    for name, value, against in rows:
+        print(f"{name:<{width}}  {value:>9}  {against}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
