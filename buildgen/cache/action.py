@@ -124,7 +124,7 @@ def key_parts(spec: ActionSpec, frame: PathFrame, memo: Memo) -> KeyParts:
         command=tuple(
             PYTHON_WORD if word in interpreter else frame.argument(word) for word in spec.command
         ),
-        inputs=tuple((frame.name(p), file_digest(p)) for p in spec.inputs),
+        inputs=tuple((frame.name(p), file_digest(p, memo)) for p in spec.inputs),
         outputs=tuple(frame.name(p) for p in spec.outputs),
         depfile=frame.name(spec.depfile) if spec.depfile else None,
         tools=tuple(identities),

@@ -19,14 +19,18 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 KEY_FORMAT = 2  # bumped whenever what a key covers changes: old entries then simply miss
 BUILD_TOKEN = "<build>"
 ROOT_TOKEN = "<root>"
 MISSING = "missing"  # the digest of a file that does not exist
 _CHUNK = 1 << 20
+MEMO_MIN_BYTES = 1 << 20  # smaller files hash faster than a memo entry is read
+RACY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,29 @@ def _starts_path(word: str, at: int) -> bool:
     return word.startswith("-") and "/" not in word[:at]
 
 
-def file_digest(path: str) -> str:
+def file_digest(path: str, memo: DigestMemo | None = None) -> str:
     """sha256 hex of a file's bytes; MISSING when it does not exist (the action then
-    fails or produces it, and the key says so)."""
+    fails or produces it, and the key says so). With `memo`, a large file's digest is
+    remembered per path, size, mtime, ctime and inode (ccache's direct mode, ninja's
+    deps log): a 100 MB weights file is hashed once, not by every action reading it."""
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return MISSING
+    # A file changed within RACY_S could change again within its mtime's granularity
+    # without its stamp changing: hashed every time until it has settled.
+    if memo is None or info.st_size < MEMO_MIN_BYTES or time.time() - info.st_mtime < RACY_S:
+        return _hash_file(path)
+    fingerprint = ["file", os.path.realpath(path), info.st_size, info.st_mtime_ns,
+                   info.st_ctime_ns, info.st_ino]
+    return memo.get_or_compute(fingerprint, lambda: _hash_file(path))
+
+
+class DigestMemo(Protocol):
+    def get_or_compute(self, fingerprint: object, compute: Callable[[], str]) -> str: ...
+
+
+def _hash_file(path: str) -> str:
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:

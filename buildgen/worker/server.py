@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from collections.abc import Sequence
 
 from buildgen.worker.client import _HEADER, DONE, STARTED, socket_path
@@ -26,6 +27,7 @@ from buildgen.worker.stages import run_main, run_stage
 
 ENV_IDLE = "BUILDGEN_WORKER_IDLE"
 DEFAULT_IDLE_S = 300.0
+STALE_S = 24 * 3600.0
 # What Python stages import besides buildgen itself (they import it lazily: warm it here).
 _LIBRARIES = ("numpy", "onnx", "onnx.numpy_helper", "onnx.reference", "yaml", "jsonschema")
 _MAX_REQUEST = 64 << 20  # an action's argv and environment: far less
@@ -43,6 +45,7 @@ def main(argv: Sequence[str]) -> int:
         return 0  # another worker serves this identity
     with contextlib.suppress(OSError):
         os.ftruncate(2, 0)  # the log (stderr) is this worker's from here on
+    _prune(folder)
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]  # `-m` put the folder it started in first: not a place to import from
     mine = _identity()
@@ -83,6 +86,21 @@ class _Stopped(Exception):
 
 def _stop(_signum: int, _frame: object) -> None:
     raise _Stopped
+
+
+def _prune(folder: str) -> None:
+    """Forget the files of workers long gone (every edit of buildgen is a new identity):
+    a day after their last change, those of an identity no socket serves."""
+    cutoff = time.time() - STALE_S
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            identity, _, suffix = entry.name.partition(".")
+            if suffix not in ("log", "lock", "started") or os.path.exists(
+                    socket_path(folder, identity)):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
 
 
 def _identity() -> str:

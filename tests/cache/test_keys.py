@@ -209,3 +209,28 @@ def test_the_compilers_environment_changes_the_key(tmp_path, monkeypatch):
     monkeypatch.delenv("CPATH")
     monkeypatch.setenv("BUILDGEN_UNRELATED", "1")  # what tools ignore stays out of the key
     assert _key(tmp_path, command) == plain
+
+
+def test_large_file_digests_are_remembered_until_the_file_changes(tmp_path):
+    import hashlib
+    import os
+    import time
+
+    from buildgen.cache.keys import MEMO_MIN_BYTES, file_digest
+    from buildgen.cache.tools import Memo
+
+    memo = Memo(tmp_path / "memo")
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"a" * MEMO_MIN_BYTES)
+    # Just written: it may change again within its mtime's granularity, so not remembered.
+    assert file_digest(str(path), memo) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not (tmp_path / "memo").exists()
+    settled = time.time() - 60
+    os.utime(path, (settled, settled))
+    first = file_digest(str(path), memo)
+    assert first == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert len(list((tmp_path / "memo").rglob("*"))) == 2  # the folder and one entry
+    # The same size and mtime, other bytes: the inode change time gives it away.
+    path.write_bytes(b"b" * MEMO_MIN_BYTES)
+    os.utime(path, (settled, settled))
+    assert file_digest(str(path), memo) == hashlib.sha256(path.read_bytes()).hexdigest() != first
