@@ -6,8 +6,9 @@ build.ninja starts every cached action as
 
 (and, in a build without the cache, every Python stage as `... <identity> stage <args>`).
 
-This file runs as a script under `-S` (no site, nothing of buildgen imported): starting it
-costs an interpreter and four stdlib modules, not the ~0.2 s of imports the wrapper and a
+This file runs as a script under `-S` (no site, nothing of buildgen imported) and imports
+only C modules (_socket, _signal, marshal; socket.py and signal.py would pull in enum and
+re): starting it costs a bare interpreter, not the ~0.2 s of imports the wrapper and a
 stage pay. It connects to the worker serving <identity> (a digest of this interpreter and
 buildgen's files, computed by gen: buildgen/worker/identity.py), passes it the action's
 argv, environment, working directory, umask and its own stdin/stdout/stderr (SCM_RIGHTS),
@@ -20,20 +21,20 @@ touches a worker.
 
 from __future__ import annotations
 
-import json
+import _signal
+import _socket
+import marshal
 import os
-import signal
-import socket
-import struct
 import sys
 import time
 
 ENV_WORKERS = "BUILDGEN_WORKERS"  # off: run every action in its own interpreter
 ENV_DIR = "BUILDGEN_WORKER_DIR"  # where sockets live (default: a private folder in /tmp)
 SPAWN_BACKOFF_S = 30.0  # a worker that did not come up is not started again for this long
-_HEADER = struct.Struct("!I")
+HEADER_BYTES = 4  # big-endian unsigned lengths and numbers
 # Replies: STARTED + the action's process group, then DONE + its exit status.
 STARTED, DONE = b"P", b"X"
+REPLY_BYTES = 1 + HEADER_BYTES
 # What the worker runs, and the module a cold start runs instead.
 MODES = {"exec": ("buildgen.cache", "exec"), "stage": ("buildgen.stages",)}
 
@@ -77,39 +78,51 @@ def socket_path(folder: str, identity: str) -> str:
 
 def _through_worker(folder: str, identity: str, mode: str, args: list[str]) -> int | None:
     """The action's exit status, or None when no worker took it (nothing ran)."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.connect(socket_path(folder, identity))
     except OSError:
         conn.close()
         _start_worker(folder, identity)
         return None
-    with conn:
+    try:
         return _converse(conn, mode, args)
+    finally:
+        conn.close()
 
 
-def _converse(conn: socket.socket, mode: str, args: list[str]) -> int | None:
+def encode_number(value: int) -> bytes:
+    return value.to_bytes(HEADER_BYTES, "big")
+
+
+def decode_number(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+def _converse(conn: _socket.socket, mode: str, args: list[str]) -> int | None:
     mask = os.umask(0o022)
     os.umask(mask)
-    request = json.dumps({
+    # marshal: built in, and the worker is this very interpreter (its identity says so).
+    request = marshal.dumps({
         "mode": mode, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ), "umask": mask,
-    }).encode()
+    })
+    fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
     try:
-        socket.send_fds(conn, [_HEADER.pack(len(request))], [0, 1, 2])
+        conn.sendmsg([encode_number(len(request))],
+                     [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         conn.sendall(request)
-        started = _read(conn, 1 + _HEADER.size)
+        started = _read(conn, REPLY_BYTES)
     except OSError:
         return None
-    if len(started) < 1 + _HEADER.size or started[:1] != STARTED:
+    if len(started) < REPLY_BYTES or started[:1] != STARTED:
         return None  # the worker went away before starting it: run it here
-    group = _HEADER.unpack(started[1:])[0]
-    interrupted = _forward_interrupts(group)
+    interrupted = _forward_interrupts(decode_number(started[1:]))
     try:
-        done = _read(conn, 1 + _HEADER.size)
+        done = _read(conn, REPLY_BYTES)
     except OSError:
         done = b""
-    if len(done) == 1 + _HEADER.size and done[:1] == DONE:
-        return _HEADER.unpack(done[1:])[0]
+    if len(done) == REPLY_BYTES and done[:1] == DONE:
+        return decode_number(done[1:])
     if interrupted:
         return 128 + interrupted[-1]
     # The worker's process died mid-action (killed, out of memory). Actions write their
@@ -129,12 +142,12 @@ def _forward_interrupts(group: int) -> list[int]:
         except OSError:
             pass
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(signum, forward)
     return received
 
 
-def _read(conn: socket.socket, size: int) -> bytes:
+def _read(conn: _socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
         chunk = conn.recv(size - len(data))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import importlib
-import json
+import marshal
 import os
 import pkgutil
 import signal
@@ -21,7 +22,14 @@ import sys
 import time
 from collections.abc import Sequence
 
-from buildgen.worker.client import _HEADER, DONE, STARTED, socket_path
+from buildgen.worker.client import (
+    DONE,
+    HEADER_BYTES,
+    STARTED,
+    decode_number,
+    encode_number,
+    socket_path,
+)
 from buildgen.worker.identity import worker_identity
 from buildgen.worker.stages import run_main, run_stage
 
@@ -56,6 +64,10 @@ def main(argv: Sequence[str]) -> int:
     if _identity() != identity:  # a file changed while it was being imported
         print("worker: buildgen changed while starting: exiting", file=sys.stderr)
         return 1
+    # The warm objects live as long as the worker: out of the collector's sight, a child's
+    # collections do not touch (and so copy) the pages they sit on.
+    gc.collect()
+    gc.freeze()
     path = socket_path(folder, identity)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -194,13 +206,13 @@ def _serve_one(conn: socket.socket) -> int:
     """In the forked child: become the action's process, run the wrapper, report."""
     try:
         os.setpgid(0, 0)  # the client forwards ninja's interrupts to this group
-        header, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
-        if len(header) != _HEADER.size or len(fds) != 3:
+        header, fds, _flags, _addr = socket.recv_fds(conn, HEADER_BYTES, 3)
+        if len(header) != HEADER_BYTES or len(fds) != 3:
             return 1
-        size = _HEADER.unpack(header)[0]
+        size = decode_number(header)
         if size > _MAX_REQUEST:
             return 1
-        request = json.loads(_read_exactly(conn, size))
+        request = marshal.loads(_read_exactly(conn, size))
         env = request["env"]
         if env.get("PYTHONPATH", "") != os.environ.get("PYTHONPATH", ""):
             return 1  # it would import other code: the client runs it itself
@@ -214,13 +226,13 @@ def _serve_one(conn: socket.socket) -> int:
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        conn.sendall(STARTED + _HEADER.pack(os.getpid()))
-    except (OSError, ValueError, KeyError, TypeError):
+        conn.sendall(STARTED + encode_number(os.getpid()))
+    except (OSError, ValueError, EOFError, KeyError, TypeError):
         return 1
     run = _run_wrapper if request.get("mode") == "exec" else run_stage
     code = run(list(request["argv"]))
     with contextlib.suppress(OSError):
-        conn.sendall(DONE + _HEADER.pack(code))
+        conn.sendall(DONE + encode_number(code))
     return code
 
 
