@@ -38,6 +38,13 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_VALUES = 100_000  # after alias and merge expansion
 
+# libyaml's parser (PyYAML's C binding) when the wheel has it: the same events and marks as
+# the pure-Python one, about ten times faster. Its error messages differ, so a document it
+# refuses is parsed again by the pure-Python parser, whose messages and hints we give.
+_C_LOADER: type[yaml.CSafeLoader] | None = (
+    yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else None
+)
+
 
 @dataclass(frozen=True)
 class LoadedDocument:
@@ -78,10 +85,17 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
     """Parse YAML text; a syntax error raises BuildgenError located at the problem."""
     lines = tuple(_LINE_BREAK.split(text))
     converter = _Converter(file, lines)
+    # Unprintable characters: the pure-Python reader's check and message, as below.
+    loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = yaml.SafeLoader
+    if _C_LOADER is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+        loader = _C_LOADER
     try:
-        _check_depth(text, file, lines)
-        data = converter.run(text)
+        _check_depth(text, file, lines, loader)
+        data = converter.run(text, loader)
     except yaml.YAMLError as exc:
+        if loader is not yaml.SafeLoader:  # the messages and hints are the pure-Python
+            return _parse_slowly(text, file, lines)  # parser's: ask it
+            return _parse_slowly(text, file, lines)
         raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
     # Plain dicts, read-only through SourceMap's Mapping types: a MappingProxyType would stop
     # a Manifest from being copied or pickled (e.g. to a worker process).
@@ -89,11 +103,21 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
     return LoadedDocument(data, source_map, tuple(converter.diagnostics))
 
 
+def _parse_slowly(text: str, file: str, lines: tuple[str, ...]) -> LoadedDocument:
+    converter = _Converter(file, lines)
+    try:
+        _check_depth(text, file, lines, yaml.SafeLoader)
+        converter.run(text, yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
+    raise AssertionError("libyaml refused a document the pure-Python parser accepts")
+
+
 class _Converter:
     """Turns composed nodes into plain data while filling the position maps."""
 
     def __init__(self, file: str, lines: tuple[str, ...]):
-        self._loader: yaml.SafeLoader | None = None
+        self._loader: yaml.SafeLoader | yaml.CSafeLoader | None = None
         self._file = file
         self._lines = lines
         self.values: dict[NodePath, SourceLocation] = {}
@@ -103,11 +127,11 @@ class _Converter:
         self._active: set[int] = set()
         self._count = 0  # values made so far, aliases expanded: bounded by MAX_VALUES
 
-    def run(self, text: str) -> object:
+    def run(self, text: str, loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]) -> object:
         """The document's data; None for an empty document. Raises yaml.YAMLError."""
         # The loader checks for unprintable characters as it is created: inside the caller's
         # try, so those become located syntax errors too.
-        self._loader = yaml.SafeLoader(text)
+        self._loader = loader(text)
         try:
             root = self._loader.get_single_node()
             return self.convert(root, ()) if root is not None else None
@@ -227,11 +251,12 @@ class _Converter:
         )
 
 
-def _check_depth(text: str, file: str, lines: tuple[str, ...]) -> None:
+def _check_depth(text: str, file: str, lines: tuple[str, ...],
+                 loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader]) -> None:
     """Refuse nesting deeper than MAX_DEPTH before composing (the composer recurses per
     level; the event parser does not)."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

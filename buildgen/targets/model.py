@@ -9,6 +9,7 @@ writing one target give the same bytes and the same digest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -184,9 +185,15 @@ class ResolvedTarget:
         )
 
     def toolchain(self, kind: str) -> Toolchain:
-        from buildgen.targets.toolchain import toolchain_for
+        return _toolchain(self, kind)
 
-        return toolchain_for(self, kind)
+
+# gen asks once per action (thousands for a large manifest), for a handful of targets.
+@functools.lru_cache(maxsize=1024)
+def _toolchain(target: ResolvedTarget, kind: str) -> Toolchain:
+    from buildgen.targets.toolchain import toolchain_for
+
+    return toolchain_for(target, kind)
 
 
 def target_from_dict(data: dict[str, Any]) -> ResolvedTarget:
