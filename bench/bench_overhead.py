@@ -15,6 +15,9 @@ Measured, each the best of --rounds (other load only ever adds time):
     Python stages    a clean build's import/partition/codegen/executor/report actions,
                      summed from the action journal, workers on and off
     gen              `buildgen gen` of a manifest with --gen-models models
+    vs TVM           a clean build of one example model (empty cache, warm worker)
+                     against TVM compiling it (bench/tvm_bench.py; --tvm-python names an
+                     interpreter that has apache-tvm, else the row is skipped)
 
 Each build's products are compared between workers on and off: a difference stops the
 bench (a wrong answer is reported, never timed).
@@ -48,17 +51,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--gen-models", type=int, default=1000)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--tvm-python", default=sys.executable,
+                        help="an interpreter with apache-tvm installed (default: this one)")
+    parser.add_argument("--only", nargs="*", default=None,
+                        choices=("noop", "action", "stages", "gen", "tvm"))
     args = parser.parse_args(argv)
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bg-overhead-") as tmp:
         root = Path(tmp)
         env = _environment(root)
-        rows += _no_op(root / "examples", _examples(root / "examples"), env, args.rounds)
-        many = _tiny_project(root / "many", args.models)
-        rows += _no_op(root / "many", many, env, args.rounds, label=f"{args.models} models")
-        rows += _per_action(root / "one", env, args.rounds)
-        rows += _stages(root / "stages", env)
-        rows += _gen(root / "gen", args.gen_models, env, args.rounds)
+        wanted = set(args.only or ("noop", "action", "stages", "gen", "tvm"))
+        if "noop" in wanted:
+            rows += _no_op(root / "examples", _examples(root / "examples"), env, args.rounds)
+            many = _tiny_project(root / "many", args.models)
+            rows += _no_op(root / "many", many, env, args.rounds,
+                           label=f"{args.models} models")
+        if "action" in wanted:
+            rows += _per_action(root / "one", env, args.rounds)
+        if "stages" in wanted:
+            rows += _stages(root / "stages", env)
+        if "gen" in wanted:
+            rows += _gen(root / "gen", args.gen_models, env, args.rounds)
+        if "tvm" in wanted:
+            rows += _versus_tvm(root / "tvm", env, args.tvm_python)
     _print(rows, args.markdown)
     return 0
 
@@ -220,6 +235,44 @@ def _gen(folder: Path, models: int, env: dict[str, str], rounds: int
     project = _tiny_project(folder, models)
     seconds = _best(rounds, lambda: _run(_buildgen("gen"), project, env))
     return [(f"gen, {models} models", f"{seconds:.2f} s", "target <= 0.5 s")]
+
+
+def _versus_tvm(folder: Path, env: dict[str, str], tvm_python: str
+                ) -> list[tuple[str, str, str]]:
+    """One model, both compilers from scratch: buildgen's clean build (the root manifest's
+    target, -j of ninja's default, empty cache, worker warm) and TVM's compile."""
+    model, shapes = "mlp", {"x": [8, 512]}
+    probe = subprocess.run([tvm_python, "-c", "import tvm"], capture_output=True)
+    if probe.returncode != 0:
+        return [(f"clean build of {model} vs TVM compile", "skipped",
+                 "no apache-tvm (pass --tvm-python)")]
+    project = _examples(folder / "buildgen")
+    manifest = (REPO / "BUILD.yaml").read_text()
+    (project / "BUILD.yaml").write_text(manifest.split("models:")[0] + "models:\n"
+                                        + _model_entry(manifest, model))
+    _start_worker(folder / "warm-up", env)
+    start = time.perf_counter()
+    _run(_buildgen("build"), project, {**env, "BUILDGEN_CACHE_DIR": str(folder / "cache")})
+    ours = time.perf_counter() - start
+    onnx_file = REPO / "examples" / "models" / f"{model}.onnx"
+    start = time.perf_counter()
+    _run([tvm_python, str(REPO / "bench" / "tvm_bench.py"), "compile", str(onnx_file),
+          str(folder / "tvm.so"), json.dumps(shapes)], folder, env)
+    theirs = time.perf_counter() - start
+    return [(f"clean build of {model}: buildgen", f"{ours:.1f} s",
+             f"{ours / theirs:.2f}x TVM's compile ({theirs:.1f} s; target <= 0.5x)")]
+
+
+def _model_entry(manifest: str, model: str) -> str:
+    """The root manifest's entry for `model`, as written."""
+    lines = manifest.split("models:", 1)[1].splitlines()
+    start = lines.index(f"  {model}:")
+    entry = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("    "):
+            break
+        entry.append(line)
+    return "\n".join(entry) + "\n"
 
 
 def _print(rows: list[tuple[str, str, str]], markdown: bool) -> None:

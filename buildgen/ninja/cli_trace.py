@@ -2,7 +2,8 @@
 
 Reads only what ninja already wrote: no build runs. The trace shows each action as a bar
 on a lane (actions running at once get different lanes), named by its first output and
-categorised by buildgen stage.
+categorised by buildgen stage; the command also prints the last run's time per stage and
+its critical path (critical_path.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from pathlib import Path
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.fsutil import write_atomic
 from buildgen.ninja.cli_common import add_manifest_arguments, resolve_build_dir
-from buildgen.ninja.trace import chrome_trace, parse_ninja_log, render_trace
+from buildgen.ninja.critical_path import critical_path, ninja_inputs, summary_lines
+from buildgen.ninja.trace import (
+    chrome_trace,
+    jobs_of,
+    parse_ninja_log,
+    render_trace,
+    split_builds,
+)
 
 NINJA_LOG = ".ninja_log"
 DEFAULT_OUTPUT = "trace.json"
@@ -41,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             f"no {NINJA_LOG} in {build_dir}: nothing was built there yet",
             hint="run `buildgen build` first (with the same --manifest/--build-dir)",
         )) from None
-    trace = chrome_trace(parse_ninja_log(text, str(log_path)), all_builds=args.all)
+    log = parse_ninja_log(text, str(log_path))
+    trace = chrome_trace(log, all_builds=args.all)
     output = args.output if args.output is not None else build_dir / DEFAULT_OUTPUT
     write_atomic(output, render_trace(trace))
     actions = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
@@ -49,4 +58,9 @@ def run(args: argparse.Namespace) -> int:
     what = f"{actions} actions of {runs} ninja run{'s' if runs != 1 else ''}"
     print(f"wrote {output} ({what})")
     print("open it in chrome://tracing (Load) or drop it on https://ui.perfetto.dev")
+    builds = split_builds(log.entries)
+    if builds:
+        jobs = jobs_of(builds[-1])
+        path = critical_path(jobs, ninja_inputs(build_dir))
+        print("\n".join(summary_lines(jobs, path)))
     return 0

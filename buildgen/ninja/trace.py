@@ -154,7 +154,8 @@ def stage_of(output: str) -> str:
     if output == BUILD_NINJA:
         return "gen"
     parts = output.split("/")
-    if len(parts) == 2 and output in (ModelFiles(parts[0]).graph, ModelFiles(parts[0]).weights):
+    model = ModelFiles(parts[0])
+    if len(parts) == 2 and output in (model.graph, model.weights, model.constants):
         return "import"
     if len(parts) < 3:
         return "other"

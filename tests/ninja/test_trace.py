@@ -196,6 +196,11 @@ def test_a_real_build_traced(tmp_path, capsys):
     assert main(["trace", "--manifest", str(manifest), "--build-dir", str(build)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {build / 'trace.json'}" in printed and "ui.perfetto.dev" in printed
+    # The critical path, edges from ninja itself: it starts at the import and ends at the
+    # action that finished last.
+    path = printed.split("critical path: ", 1)[1].splitlines()[1:]
+    assert path[0].split()[1:] == ["import", "tiny/graph.json"], printed
+    assert len(path) >= 3 and "time by stage" in printed
     text = (build / "trace.json").read_text()
     trace = json.loads(text)
     actions = _actions(trace)
@@ -228,3 +233,32 @@ def test_a_real_build_traced(tmp_path, capsys):
     assert main(["trace", "--build-dir", str(build), "--all"]) == 0
     every = json.loads((build / "trace.json").read_text())
     assert every["otherData"]["runs"] == 2 and len(_actions(every)) == len(actions) + 1
+
+
+def test_the_critical_path_follows_the_latest_finishing_inputs():
+    from buildgen.ninja.critical_path import critical_path, seconds_by_stage, summary_lines
+    from buildgen.ninja.trace import Job
+
+    jobs = [
+        Job(0, 1000, ("m/graph.json", "m/weights.bin"), "a"),
+        Job(1000, 1500, ("m/t/partition.json",), "b"),
+        Job(1500, 4000, ("m/t/src/c.c",), "c"),
+        Job(1500, 1600, ("m/t/src/model.c", "m/t/include/m.h", "m/t/src/weights.S"), "d"),
+        Job(4000, 9000, ("m/t/obj/c.o",), "e"),
+        Job(1600, 1700, ("m/t/obj/model.o",), "f"),
+        Job(9000, 9300, ("m/t/libm.so",), "g"),
+    ]
+    edges = {
+        "m/t/libm.so": ["m/t/obj/c.o", "m/t/obj/model.o"],
+        "m/t/obj/c.o": ["m/t/src/c.c", "m/t/include/m.h"],
+        "m/t/src/c.c": ["m/graph.json", "m/constants.bin", "m/t/partition.json"],
+        "m/t/partition.json": ["m/graph.json", "m/t/options/target.json"],
+        "m/graph.json": ["../m.onnx"],
+    }
+    path = critical_path(jobs, lambda out: edges.get(out, []))
+    assert [s.job.outputs[0] for s in path] == [
+        "m/graph.json", "m/t/partition.json", "m/t/src/c.c", "m/t/obj/c.o", "m/t/libm.so"]
+    assert [s.stage for s in path] == ["import", "partition", "codegen", "compile", "link"]
+    assert seconds_by_stage(jobs)["compile"] == 5.1
+    lines = summary_lines(jobs, path)
+    assert lines[1] == "critical path: 5 actions, 9.3s of the run's 9.3s wall:"
