@@ -23,10 +23,12 @@ DIGITS = 32  # hex digits: a short socket name (sun_path holds 108 bytes)
 def worker_identity(interpreter: str, pythonpath: str) -> str:
     """For actions started as `interpreter` with PYTHONPATH=`pythonpath` (this process's
     interpreter: a worker runs the code this process would import)."""
-    digest = hashlib.sha256(
-        "\0".join((sys.version, interpreter, sys.prefix, pythonpath)).encode()
-    )
     package = Path(__file__).resolve().parent.parent
+    # The package's folder too: two checkouts of one commit are two workers, each loading
+    # its own files (paths a stage derives from buildgen's location stay its own).
+    digest = hashlib.sha256(
+        "\0".join((sys.version, interpreter, sys.prefix, pythonpath, str(package))).encode()
+    )
     for path in buildgen_files():
         name = os.path.relpath(path, package.parent)
         digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
