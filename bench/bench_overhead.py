@@ -15,6 +15,8 @@ Measured, each the best of --rounds (other load only ever adds time):
     Python stages    a clean build's import/partition/codegen/executor/report actions,
                      summed from the action journal, workers on and off
     gen              `buildgen gen` of a manifest with --gen-models models
+    clean build      a clean build of --clean-models tiny models at ninja's default -j
+                     (empty cache, warm worker), with its time per stage and critical path
     vs TVM           a clean build of one example model (empty cache, warm worker)
                      against TVM compiling it (bench/tvm_bench.py; --tvm-python names an
                      interpreter that has apache-tvm, else the row is skipped)
@@ -54,13 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tvm-python", default=sys.executable,
                         help="an interpreter with apache-tvm installed (default: this one)")
     parser.add_argument("--only", nargs="*", default=None,
-                        choices=("noop", "action", "stages", "gen", "tvm"))
+                        choices=("noop", "action", "stages", "gen", "clean", "tvm"))
+    parser.add_argument("--clean-models", type=int, default=200)
     args = parser.parse_args(argv)
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="bg-overhead-") as tmp:
         root = Path(tmp)
         env = _environment(root)
-        wanted = set(args.only or ("noop", "action", "stages", "gen", "tvm"))
+        wanted = set(args.only or ("noop", "action", "stages", "gen", "clean", "tvm"))
         if "noop" in wanted:
             rows += _no_op(root / "examples", _examples(root / "examples"), env, args.rounds)
             many = _tiny_project(root / "many", args.models)
@@ -72,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += _stages(root / "stages", env)
         if "gen" in wanted:
             rows += _gen(root / "gen", args.gen_models, env, args.rounds)
+        if "clean" in wanted:
+            rows += _clean_build(root / "clean", args.clean_models, env)
         if "tvm" in wanted:
             rows += _versus_tvm(root / "tvm", env, args.tvm_python)
     _print(rows, args.markdown)
@@ -235,6 +240,25 @@ def _gen(folder: Path, models: int, env: dict[str, str], rounds: int
     project = _tiny_project(folder, models)
     seconds = _best(rounds, lambda: _run(_buildgen("gen"), project, env))
     return [(f"gen, {models} models", f"{seconds:.2f} s", "target <= 0.5 s")]
+
+
+def _clean_build(folder: Path, models: int, env: dict[str, str]
+                 ) -> list[tuple[str, str, str]]:
+    from buildgen.ninja.critical_path import critical_path, ninja_inputs, summary_lines
+    from buildgen.ninja.trace import jobs_of, parse_ninja_log, split_builds
+
+    _start_worker(folder / "warm-up", env)
+    project = _tiny_project(folder / "p", models)
+    start = time.perf_counter()
+    _run(_buildgen("build"), project, {**env, "BUILDGEN_CACHE_DIR": str(folder / "cache")})
+    seconds = time.perf_counter() - start
+    build = project / "build"
+    jobs = jobs_of(split_builds(parse_ninja_log((build / ".ninja_log").read_text()).entries)[-1])
+    lines = summary_lines(jobs, critical_path(jobs, ninja_inputs(build)))
+    print("\n".join([f"clean build of {models} models:", *lines]), file=sys.stderr)
+    path = lines[1].split(":", 1)[1].split(" wall")[0].strip() if len(lines) > 1 else "-"
+    return [(f"clean build, {models} tiny models", f"{seconds:.1f} s",
+             f"{len(jobs)} actions; critical path {path}")]
 
 
 def _versus_tvm(folder: Path, env: dict[str, str], tvm_python: str

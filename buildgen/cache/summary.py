@@ -15,7 +15,9 @@ from pathlib import Path
 from buildgen.cache.journal import Entry
 from buildgen.ninja.tool import run_ninja
 
-WRAPPER_MARK = "-m buildgen.cache exec "  # in the command of every cached action
+# In the command of every cached action, whether it starts the wrapper directly
+# (`-m buildgen.cache exec --root ..`) or through a worker (`client.py ... exec --root ..`).
+WRAPPER_MARK = " exec --root "
 # The order stages are listed in; others follow, sorted.
 STAGE_ORDER = ("import", "partition", "codegen", "report", "compile", "link")
 
