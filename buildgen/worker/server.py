@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -229,11 +230,30 @@ def _serve_one(conn: socket.socket) -> int:
         conn.sendall(STARTED + encode_number(os.getpid()))
     except (OSError, ValueError, EOFError, KeyError, TypeError):
         return 1
+    done = _watch_client(conn)
     run = _run_wrapper if request.get("mode") == "exec" else run_stage
     code = run(list(request["argv"]))
+    done.set()
     with contextlib.suppress(OSError):
         conn.sendall(DONE + encode_number(code))
     return code
+
+
+def _watch_client(conn: socket.socket) -> threading.Event:
+    """Kill the action's process group if its client dies before it ends: a build killed
+    with SIGKILL (a CI timeout, `kill -9` of ninja's group) must not leave the action
+    running and writing after a restarted build began, as it would not without a worker.
+    Set the returned event once the action has ended."""
+    ended = threading.Event()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(1)  # the client sends nothing more: this returns when it is gone
+        if not ended.is_set():
+            os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return ended
 
 
 def _run_wrapper(argv: list[str]) -> int:

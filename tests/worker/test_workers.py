@@ -205,3 +205,45 @@ def _children(pid: int) -> list[int]:
             if int(stat.rpartition(")")[2].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def _client_command(workers: Path, *command: str) -> tuple[list[str], dict[str, str]]:
+    """A cached action's command line as build.ninja has it, running `command`."""
+    from buildgen.ninja.context import _worker_identity, python_command
+    from buildgen.worker import client
+
+    python = python_command()
+    argv = [*python, "-S", client.__file__, "--worker", _worker_identity(python), "exec",
+            "--root", ".", "--rule", "cc", "--out", "out.txt", "--", *command]
+    return argv, environment(workers, BUILDGEN_CACHE="off")
+
+
+def test_an_action_whose_build_is_killed_stops_too(tmp_path):
+    """kill -9 of the client (ninja's process group killed by a CI timeout) kills the
+    action in the worker: nothing writes after the build is gone."""
+    workers = tmp_path / "workers"
+    argv, env = _client_command(workers, "true")
+    subprocess.run(argv, cwd=tmp_path, env=env, check=True)  # starts the worker
+    pid = wait_for_worker(workers, argv[argv.index("--worker") + 1])
+    slow, _ = _client_command(workers, "sh", "-c", "sleep 3; echo late > out.txt")
+    running = subprocess.Popen(slow, cwd=tmp_path, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [c for c in _children(pid) if _children(c)]:
+        time.sleep(0.01)  # until the action's own command (sh) runs
+    (action,) = _children(pid)
+    running.kill()
+    running.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{action}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{action}").exists() or "Z" in _state(action)
+    time.sleep(4)
+    assert not (tmp_path / "out.txt").exists()
+    stop_worker(workers, argv[argv.index("--worker") + 1], pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
