@@ -9,7 +9,6 @@ model.c stays plain C: the CUDA runtime's C API is all it calls.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from buildgen import __version__
@@ -52,7 +51,6 @@ class IsaPlan:
 ONE_ISA = IsaPlan()
 
 
-@functools.lru_cache(maxsize=256)  # gen asks per model and target
 def isa_plan(target: ResolvedTarget) -> IsaPlan:
     """The target's plan: its CPU backends' toolchains say which compile per level."""
     variants = tuple(

@@ -30,6 +30,7 @@ from buildgen.ninja.layout import (
 from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
 from buildgen.ninja.shared_modules import add_shared_kernels
 from buildgen.targets import ResolvedTarget, Toolchain, get_kind
+from buildgen.targets.model import memoized_toolchains
 
 ALL = "all"
 # What the user-facing description says for a compile, by source language.
@@ -47,6 +48,17 @@ def plan_build(
     besides build.ninja (target.json, options/*.json), declared so ninja knows their maker.
     `cached` runs every action but gen through the action cache (ninja/cache_plan.py); the
     CMake fragment, whose commands CMake runs, plans without it."""
+    with memoized_toolchains():  # one gen: nothing a toolchain depends on changes
+        return _plan_build(models, targets, ctx, gen_outputs, cached)
+
+
+def _plan_build(
+    models: Sequence[ModelSpec],
+    targets: Mapping[str, ResolvedTarget],
+    ctx: GenContext,
+    gen_outputs: Sequence[str],
+    cached: bool,
+) -> BuildPlan:
     actions: list[Action] = [_gen_action(ctx, gen_outputs)]
     phonies: list[Phony] = []
     for model in models:

@@ -8,12 +8,12 @@ writing one target give the same bytes and the same digest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,15 +185,31 @@ class ResolvedTarget:
         )
 
     def toolchain(self, kind: str) -> Toolchain:
-        return _toolchain(self, kind)
+        from buildgen.targets.toolchain import toolchain_for
+
+        if _TOOLCHAINS is None:
+            return toolchain_for(self, kind)
+        key = (self, kind)
+        if key not in _TOOLCHAINS:
+            _TOOLCHAINS[key] = toolchain_for(self, kind)
+        return _TOOLCHAINS[key]
 
 
-# gen asks once per action (thousands for a large manifest), for a handful of targets.
-@functools.lru_cache(maxsize=1024)
-def _toolchain(target: ResolvedTarget, kind: str) -> Toolchain:
-    from buildgen.targets.toolchain import toolchain_for
+# Within memoized_toolchains(): gen asks once per action (thousands for a large manifest)
+# for a handful of targets, and nothing a toolchain depends on (installed libraries, PATH)
+# changes during one gen. Outside it every call looks again.
+_TOOLCHAINS: dict[tuple[ResolvedTarget, str], Toolchain] | None = None
 
-    return toolchain_for(target, kind)
+
+@contextlib.contextmanager
+def memoized_toolchains() -> Iterator[None]:
+    global _TOOLCHAINS
+    outer = _TOOLCHAINS
+    _TOOLCHAINS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _TOOLCHAINS = outer
 
 
 def target_from_dict(data: dict[str, Any]) -> ResolvedTarget:
