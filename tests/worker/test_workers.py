@@ -209,13 +209,19 @@ def _children(pid: int) -> list[int]:
 
 def _client_command(workers: Path, *command: str) -> tuple[list[str], dict[str, str]]:
     """A cached action's command line as build.ninja has it, running `command`."""
-    from buildgen.ninja.context import _worker_identity, python_command
+    from buildgen.ninja.context import python_command
     from buildgen.worker import client
+    from buildgen.worker.identity import worker_identity
 
     python = python_command()
-    argv = [*python, "-S", client.__file__, "--worker", _worker_identity(python), "exec",
-            "--root", ".", "--rule", "cc", "--out", "out.txt", "--", *command]
-    return argv, environment(workers, BUILDGEN_CACHE="off")
+    env = environment(workers, BUILDGEN_CACHE="off")
+    # The PYTHONPATH the client (so the worker it starts) will have: `env PYTHONPATH=...`
+    # in the command when buildgen is not installed, else the environment's.
+    pythonpath = next((word.partition("=")[2] for word in python[:-1]
+                       if word.startswith("PYTHONPATH=")), env["PYTHONPATH"])
+    argv = [*python, "-S", client.__file__, "--worker", worker_identity(python[-1], pythonpath),
+            "exec", "--root", ".", "--rule", "cc", "--out", "out.txt", "--", *command]
+    return argv, env
 
 
 def test_an_action_whose_build_is_killed_stops_too(tmp_path):
