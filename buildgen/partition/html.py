@@ -1,7 +1,8 @@
-"""report.html: the partition drawn (inline SVG) and explained, in one self-contained page.
+"""report.html: the partition drawn (inline SVG) and explained, in one self-contained page,
+and the model's last build drawn on a timeline (timeline.py).
 
 No script and nothing fetched from the network: the page opens from the build folder as
-it is, and the same inputs give the same bytes.
+it is, and the same inputs (the same .ninja_log included) give the same bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ th { background: #f0f0f0; }
           vertical-align: middle; margin-right: 4px; }
 details { margin: 0.2em 0; }
 .said { color: #555; font-size: 90%; }
+svg.timeline { max-width: 100%; height: auto; }
 """
 
 
@@ -45,7 +47,9 @@ def _region_rows(expl: Explanation, palette: dict[str, str]) -> list[str]:
     return rows
 
 
-def render_html(expl: Explanation, svg: str, host: str) -> str:
+def render_html(expl: Explanation, svg: str, host: str, timeline: str | None = None) -> str:
+    """The page; `timeline` is the build timeline section's body (timeline.py's paragraph
+    and drawing), None for a page without one."""
     palette = colours(expl.backends, host)
     title = f"{expl.model} for target {expl.target}"
     lines = [
@@ -65,6 +69,15 @@ def render_html(expl: Explanation, svg: str, host: str) -> str:
         "<p>Regions in execution order, outlined in their backend's colour; hover a node "
         "for its name and shapes. The same drawing is in partition.svg.</p>",
         svg,
+    ]
+    if timeline is not None:
+        lines += [
+            "<h2>Build timeline</h2>",
+            "<p>The model's actions as ninja ran them: one bar per action, coloured by "
+            "stage; actions that ran at once are on different lanes.</p>",
+            timeline,
+        ]
+    lines += [
         "</body></html>",
     ]
     return "\n".join(lines) + "\n"
