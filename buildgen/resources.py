@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -60,3 +61,20 @@ def buildgen_files(skip: tuple[Path, ...] = ()) -> list[Path]:
                 if name.endswith(_SOURCE_SUFFIXES) and not name.startswith(".")
             )  # fmt: skip
     return sorted(found)
+
+
+def site_folder_stamps() -> list[tuple[str, int | None]]:
+    """(folder, mtime in ns, or None if it is gone) for each site folder on sys.path.
+
+    Installing or upgrading a distribution changes its site folder's mtime, so these say
+    whether what the stages import may have changed. Only `*-packages` folders: `python -m`
+    puts the build dir on sys.path too, and its mtime changes constantly.
+    """
+    stamps: list[tuple[str, int | None]] = []
+    for entry in sys.path:
+        if "-packages" in entry:
+            try:
+                stamps.append((entry, os.stat(entry).st_mtime_ns))
+            except OSError:
+                stamps.append((entry, None))
+    return stamps

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from buildgen.cache.store import read_regular
 from buildgen.fsutil import write_atomic
+from buildgen.resources import site_folder_stamps
 
 MEMO_FORMAT = 1
 PROBE_TIMEOUT = 60.0  # s: a compiler's --version never takes this long
@@ -101,12 +102,9 @@ def python_identity(memo: Memo) -> str:
 
     package = Path(buildgen.__file__).resolve().parent
     files = _package_files(package)
-    # Installing or upgrading a distribution changes its site folder's mtime. (Not every
-    # sys.path entry: `python -m` puts the build dir there, whose mtime changes constantly.)
-    sites = [p for p in sys.path if "-packages" in p and os.path.isdir(p)]
     fingerprint = [
         "python", sys.version, os.path.realpath(sys.executable), buildgen.__version__,
-        [[p, os.stat(p).st_mtime_ns] for p in sites],
+        [list(stamp) for stamp in site_folder_stamps()],
         [[str(f), s.st_size, s.st_mtime_ns] for f, s in files],
     ]
     return memo.get_or_compute(fingerprint, lambda: _python_digest(package, files))

@@ -24,7 +24,7 @@
 static const char *const bg_isa_known[] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
 #define BG_ISA_KNOWN ((int)(sizeof bg_isa_known / sizeof bg_isa_known[0]))
 
-static int bg_isa_rank(const char *level)
+static inline int bg_isa_rank(const char *level)
 {
     for (int i = 0; i < BG_ISA_KNOWN; ++i)
         if (strcmp(level, bg_isa_known[i]) == 0) return i;
@@ -32,7 +32,7 @@ static int bg_isa_rank(const char *level)
 }
 
 /* Whether the CPU (and the OS: AVX state saved on context switch) runs level `rank`. */
-static int bg_cpu_runs(int rank)
+static inline int bg_cpu_runs(int rank)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
@@ -69,7 +69,7 @@ static int bg_cpu_runs(int rank)
 
 /* The index of the first of `levels` (best first) that this CPU runs and BUILDGEN_MAX_ISA
  * allows; -1 after writing why to `error` when there is none. */
-static int bg_isa_pick(const char *const *levels, int count, char *error, size_t size)
+static inline int bg_isa_pick(const char *const *levels, int count, char *error, size_t size)
 {
     const char *cap = getenv("BUILDGEN_MAX_ISA");
     int max_rank = BG_ISA_KNOWN;

@@ -22,7 +22,7 @@ class Step:
 
     @property
     def seconds(self) -> float:
-        return (self.job.end_ms - self.job.start_ms) / 1e3
+        return self.job.seconds
 
 
 def seconds_by_stage(jobs: Sequence[Job]) -> dict[str, float]:
@@ -30,7 +30,7 @@ def seconds_by_stage(jobs: Sequence[Job]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for job in jobs:
         stage = stage_of(job.outputs[0])
-        totals[stage] = totals.get(stage, 0.0) + (job.end_ms - job.start_ms) / 1e3
+        totals[stage] = totals.get(stage, 0.0) + job.seconds
     return dict(sorted(totals.items(), key=lambda item: (-item[1], item[0])))
 
 

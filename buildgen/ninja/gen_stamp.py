@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from buildgen.resources import site_folder_stamps
+
 STAMP = ".buildgen/gen.stamp"
 FORMAT = "buildgen gen stamp 1"
 DEFAULT_BUILD_DIR = "build"
@@ -56,12 +58,8 @@ def fingerprint(manifest: Path, build_dir_arg: Path | None) -> tuple[str, Path] 
     ]
     parts += [f"{k}={os.environ.get(k)}" for k in _ENVIRONMENT]
     parts += sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("BUILDGEN_"))
-    for entry in sys.path:
-        if "-packages" in entry:  # installing a distribution changes its folder's mtime
-            try:
-                parts.append(f"{entry}@{os.stat(entry).st_mtime_ns}")
-            except OSError:
-                parts.append(f"{entry}@missing")
+    parts += [f"{entry}@{'missing' if mtime is None else mtime}"
+              for entry, mtime in site_folder_stamps()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest(), build_dir
 
 

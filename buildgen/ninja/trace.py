@@ -57,6 +57,10 @@ class Job:
     outputs: tuple[str, ...]  # in log order: the edge's own order of outputs
     command_hash: str
 
+    @property
+    def seconds(self) -> float:
+        return (self.end_ms - self.start_ms) / 1e3
+
 
 def parse_ninja_log(text: str, name: str = ".ninja_log") -> NinjaLog:
     """Read a log of format v5, v6 or v7; `name` is where errors say it came from."""

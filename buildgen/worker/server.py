@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from buildgen.resources import site_folder_stamps
 from buildgen.worker.client import (
     DONE,
     HEADER_BYTES,
@@ -146,19 +147,9 @@ def _warm() -> None:
             importlib.import_module(module.name)
 
 
-def _site_stamps() -> list[tuple[str, int]]:
-    """Installing or upgrading a distribution changes its site folder's mtime."""
-    stamps = []
-    for entry in sys.path:
-        with contextlib.suppress(OSError):
-            if "-packages" in entry:
-                stamps.append((entry, os.stat(entry).st_mtime_ns))
-    return stamps
-
-
 def _serve(listener: socket.socket, idle: float, served: list[int]) -> str:
     """Serve until idle, counting actions in `served`; why it stopped."""
-    sites = _site_stamps()
+    sites = site_folder_stamps()
     children: set[int] = set()
     listener.settimeout(idle)
     while True:
@@ -170,7 +161,7 @@ def _serve(listener: socket.socket, idle: float, served: list[int]) -> str:
                 return f"idle for {idle:g} s"
             continue
         _reap(children)
-        if _site_stamps() != sites:
+        if site_folder_stamps() != sites:
             conn.close()  # the client runs the action itself
             return "Python distributions changed"
         if not _same_user(conn):
