@@ -3,12 +3,18 @@
 Subcommands live in their own modules, listed in SUBCOMMANDS; each provides
 `add_arguments(parser)` and `run(args) -> int`. Only the chosen one is imported, so
 `buildgen --help` and quick commands stay fast. To add a subcommand, add a row.
+all_parsers() builds every parser (for shell completion and the docs' CLI reference).
+
+Exit status (docs/cli.md): 0 ok, 1 an error (bad input, a failed build), 2 a usage error
+(argparse's), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +22,7 @@ from typing import Protocol
 
 from buildgen import __version__
 from buildgen.errors import BuildgenError
+from buildgen.term import color_enabled
 
 
 @dataclass(frozen=True)
@@ -26,9 +33,12 @@ class Subcommand:
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
+    "init": Subcommand(
+        "buildgen.manifest.init", "add an ONNX model to the manifest (or write one)"
+    ),
     "gen": Subcommand("buildgen.ninja.cli_gen", "write build.ninja from the manifest"),
     "build": Subcommand(
-        "buildgen.ninja.cli_build", "gen, then run ninja [names...] [-- ninja args]", True
+        "buildgen.ninja.cli_build", "gen, then ninja [names...] [-j N -k N -n -v] [-- args]", True
     ),
     "clean": Subcommand("buildgen.ninja.cli_clean", "remove what the build wrote"),
     "targets": Subcommand(
@@ -49,6 +59,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "trace": Subcommand(
         "buildgen.ninja.cli_trace", "the last build's .ninja_log as a Chrome/Perfetto trace"
+    ),
+    "completion": Subcommand(
+        "buildgen.completion", "print a shell completion script: bash, zsh or fish"
     ),
 }
 
@@ -72,7 +85,8 @@ class _PrintCMakeDir(argparse.Action):
 
 
 def _top_parser() -> argparse.ArgumentParser:
-    commands = "\n".join(f"  {name:<8} {sub.help}" for name, sub in SUBCOMMANDS.items())
+    width = max(map(len, SUBCOMMANDS))
+    commands = "\n".join(f"  {name:<{width}} {sub.help}" for name, sub in SUBCOMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="buildgen",
         description="Compile ONNX models ahead of time into native libraries through Ninja.",
@@ -84,6 +98,10 @@ def _top_parser() -> argparse.ArgumentParser:
         "--cmake-dir", action=_PrintCMakeDir,
         help="print the folder of buildgen's CMake package (for -Dbuildgen_DIR= or "
         "CMAKE_PREFIX_PATH) and exit",
+    )
+    parser.add_argument(
+        "-C", dest="directory", metavar="DIR", action="append", default=[],
+        help="change to DIR before anything else (like make and ninja)",
     )
     parser.add_argument("command", choices=list(SUBCOMMANDS), metavar="command")
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -100,29 +118,69 @@ def main(argv: Sequence[str] | None = None) -> int:
     top = _top_parser().parse_args(argv)
     sub = SUBCOMMANDS[top.command]
     rest: list[str] = top.args
-    parser = argparse.ArgumentParser(prog=f"buildgen {top.command}", description=sub.help)
     args = argparse.Namespace()
+    start = os.getcwd() if top.directory else ""
     try:
-        module: CommandModule = importlib.import_module(sub.module)
-        module.add_arguments(parser)
-        args = parser.parse_args(rest)
+        _change_directory(top.directory)
+        parser, module = _subcommand(top.command)
+        args = _parse(parser, rest)
         if passthrough and not sub.passthrough:
             parser.error("takes no arguments after '--'")
         args.passthrough = passthrough
         return module.run(args)
     except BuildgenError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(exc.render(color_enabled(sys.stderr)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: said like an error, the traceback in a crash report
-        print(_internal_error(exc, top.command, args).render(), file=sys.stderr)
+        internal = _internal_error(exc, top.command, args)
+        print(internal.render(color_enabled(sys.stderr)), file=sys.stderr)
         return 1
+    finally:
+        if top.directory:  # main() may be called in-process (tests, the docs)
+            with contextlib.suppress(OSError):
+                os.chdir(start)
+
+
+def _change_directory(directories: list[str]) -> None:
+    for directory in directories:  # each relative to the one before, as with make
+        try:
+            os.chdir(directory)
+        except OSError as exc:
+            reason = "no such directory" if isinstance(exc, FileNotFoundError) else (
+                "not a directory" if isinstance(exc, NotADirectoryError) else exc.strerror)
+            raise BuildgenError(f"-C {directory}: {reason}") from None
+
+
+def _subcommand(name: str) -> tuple[argparse.ArgumentParser, CommandModule]:
+    """The subcommand's module and its fully built parser; builds nothing else."""
+    sub = SUBCOMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"buildgen {name}", description=sub.help)
+    module: CommandModule = importlib.import_module(sub.module)
+    module.add_arguments(parser)
+    return parser, module
+
+
+def all_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The top parser under "" and each subcommand's parser under its name, in SUBCOMMANDS
+    order: what shell completion and the docs' CLI reference are generated from."""
+    parsers = {"": _top_parser()}
+    for name in SUBCOMMANDS:
+        parsers[name] = _subcommand(name)[0]
+    return parsers
+
+
+def _parse(parser: argparse.ArgumentParser, rest: list[str]) -> argparse.Namespace:
+    """Options and positionals in any order (`build mlp -j8 cnn`), where argparse can."""
+    try:
+        return parser.parse_intermixed_args(rest)
+    except TypeError:  # a parser with REMAINDER or subparsers: no intermixing there
+        return parser.parse_args(rest)
 
 
 def _internal_error(exc: Exception, command: str, args: argparse.Namespace) -> BuildgenError:
     """The crash report goes to the build dir when the command has one, else here."""
-    import contextlib
     from pathlib import Path
 
     from buildgen.crash import internal_error

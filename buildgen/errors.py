@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from buildgen.term import severity
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -26,9 +28,11 @@ class Diagnostic:
     hint: str | None = None
     source_line: str | None = None  # the offending line, shown with a caret
 
-    def render(self) -> str:
+    def render(self, color: bool = False) -> str:
+        """The text a user reads; `color`: the severity word in colour (buildgen.term)."""
         message = _shorten(self.message)
-        head = f"{self.location}: error: {message}" if self.location else f"error: {message}"
+        word = severity("error", color)
+        head = f"{self.location}: {word} {message}" if self.location else f"{word} {message}"
         lines = [head]
         if self.source_line is not None and self.location is not None:
             shown, caret = _window(self.source_line.rstrip("\n"), self.location.column - 1)
@@ -72,8 +76,8 @@ class BuildgenError(Exception):
         self.diagnostics: list[Diagnostic] = diagnostics
         super().__init__(self.render())
 
-    def render(self) -> str:
-        return "\n".join(d.render() for d in self.diagnostics)
+    def render(self, color: bool = False) -> str:
+        return "\n".join(d.render(color) for d in self.diagnostics)
 
 
 def error(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from buildgen.cache.journal import Entry
 from buildgen.ninja.tool import run_ninja
+from buildgen.term import severity
 
 # In the command of every cached action, whether it starts the wrapper directly
 # (`-m buildgen.cache exec --root ..`) or through a worker (`client.py ... exec --root ..`).
@@ -31,21 +32,23 @@ class Summary:
     failed: int
     seconds_by_stage: tuple[tuple[str, float], ...]
 
-    def lines(self, warnings: Sequence[str] = (), stopped: bool = False) -> list[str]:
-        """`stopped`: the build failed, so what did not run was not necessarily up to date."""
+    def lines(
+        self, warnings: Sequence[str] = (), stopped: bool = False, color: bool = False
+    ) -> list[str]:
+        """`stopped`: the build failed, so what did not run was not necessarily up to date;
+        `color`: the word "warning:" in colour (buildgen.term)."""
         total = self.ran + self.local + self.remote + self.skipped
         rest = "not run" if stopped else "up to date"
+        failed = f" ({self.failed} of them failed)" if self.failed else ""
         head = (
-            f"buildgen: {total} actions: {self.ran} ran, {self.local} restored from the local "
-            f"cache, {self.remote} from the remote cache, {self.skipped} {rest}"
+            f"buildgen: {total} actions: {self.ran} ran{failed}, {self.local} restored from "
+            f"the local cache, {self.remote} from the remote cache, {self.skipped} {rest}"
         )
-        if self.failed:
-            head += f" ({self.failed} failed)"
         out = [head]
         if self.seconds_by_stage:
             times = ", ".join(f"{stage} {secs:.1f}s" for stage, secs in self.seconds_by_stage)
             out.append(f"  time by stage: {times}")
-        out += [f"  warning: {w}" for w in warnings]
+        out += [f"  {severity('warning', color)} {w}" for w in warnings]
         return out
 
 

@@ -110,12 +110,27 @@ def fix_input_shapes(
         if info is None:
             raise error(f"{source}: input '{name}' is not a tensor")
         if not info.is_static:
-            unresolved.append(f"'{name}' {_declared_dims(by_name[name])}")
+            unresolved.append(name)
     if unresolved:
         raise error(
-            f"{source}: inputs with dynamic dims: {', '.join(unresolved)}",
-            hint=f"set it under {where}",
+            f"{source}: inputs with dynamic dims: "
+            + ", ".join(f"'{name}' {_declared_dims(by_name[name])}" for name in unresolved),
+            hint=_inputs_hint([by_name[name] for name in unresolved], where, bool(input_shapes)),
         )
+
+
+def _inputs_hint(values: Sequence[onnx.ValueInfoProto], where: str, has_inputs: bool) -> str:
+    """Where to set the dims, and the YAML to paste there: the lines `buildgen init` writes
+    (inputs_yaml), under `inputs:` or, when the entry has one already, into it."""
+    from buildgen.importer.inputs_yaml import DynamicInput, dynamic_input, inputs_lines
+
+    items = [dynamic_input(v) or DynamicInput(v.name, None) for v in values]
+    entry = where.rsplit(".", 1)[0]
+    if has_inputs:
+        lines = inputs_lines(items, "      ", "  ", header=False)
+        return f"set it under {where}; add to it in the manifest:\n" + "\n".join(lines)
+    lines = inputs_lines(items, "    ", "  ")
+    return f"set it under {where}; add to {entry} in the manifest:\n" + "\n".join(lines)
 
 
 def _declared_dims(value: onnx.ValueInfoProto) -> str:

@@ -1,5 +1,9 @@
-"""`buildgen build [names...] [-- ninja args]`: gen, then ninja in the build dir, then a
-summary of what the action cache did.
+"""`buildgen build [-j N] [-k N] [-l N] [-n] [-v] [-d MODE] [names...] [-- ninja args]`: gen,
+then ninja in the build dir, then a summary of what the action cache did.
+
+ninja's everyday flags are build's own (ninja's meaning: `-v` is ninja's verbose, showing
+command lines); anything else goes after `--`. Exit status: 0, 1 when the build failed,
+130 when interrupted (tool.exit_status), as docs/cli.md says.
 
 gen runs first unless its stamp (gen_stamp.py) shows that nothing it reads has changed
 since it last ran, and ninja's generator rule re-runs it for what ninja tracks: a build
@@ -11,15 +15,46 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.ninja.cli_common import add_manifest_arguments
 from buildgen.ninja.gen_stamp import fresh_build_dir, write_stamp
-from buildgen.ninja.tool import run_ninja
+from buildgen.ninja.tool import exit_status, run_ninja
+from buildgen.term import color_enabled
 
 # ninja options after which nothing is built: no summary then.
 _NO_BUILD = ("-n", "-t", "--version", "-h", "--help")
+
+
+def _add_ninja_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "ninja options", "passed to ninja as they are (-j8 or -j 8); others go after `--`"
+    )
+    group.add_argument("-j", "--jobs", type=int, metavar="N", help="run N jobs in parallel")
+    group.add_argument("-k", dest="keep_going", type=int, metavar="N",
+                       help="keep going until N jobs fail (0: no limit)")
+    group.add_argument("-l", dest="load", type=float, metavar="N",
+                       help="start no new job while the load average is above N")
+    group.add_argument("-n", "--dry-run", action="store_true",
+                       help="dry run: print what would run, run nothing")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="show all command lines while building")
+    group.add_argument("-d", dest="debug", metavar="MODE", action="append", default=[],
+                       help="ninja debugging mode, e.g. explain (-d list lists them)")
+
+
+def ninja_flags(args: argparse.Namespace) -> list[str]:
+    """build's ninja options as ninja's own arguments."""
+    flags: list[str] = []
+    for flag, value in (("-j", args.jobs), ("-k", args.keep_going), ("-l", args.load)):
+        if value is not None:
+            flags += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    flags += ["-n"] * args.dry_run + ["-v"] * args.verbose
+    for mode in args.debug:
+        flags += ["-d", mode]
+    return flags
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "names", nargs="*",
         help="what to build: a model, <model>-<target>, or an output path (default: all)",
     )
-    parser.epilog = "Arguments after `--` go to ninja, e.g. `buildgen build -- -j4 -k0`."
+    _add_ninja_flags(parser)
+    parser.epilog = "Arguments after `--` go to ninja, e.g. `buildgen build -- -t commands`."
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,11 +78,18 @@ def run(args: argparse.Namespace) -> int:
         write_stamp(args.manifest, args.build_dir, build_dir)
     cached, state = _prepare_cache(build_dir)
     offset = journal.journal_size(build_dir)
-    code = run_ninja(build_dir, [*args.passthrough, *args.names]).returncode
+    ninja_args = [*ninja_flags(args), *args.passthrough]
+    code = exit_status(run_ninja(build_dir, [*ninja_args, *args.names]).returncode)
     # Without the cache, no action reports what it did: nothing to summarize.
-    if cached and not any(a.startswith(_NO_BUILD) for a in args.passthrough):
+    if cached and not _builds_nothing(ninja_args):
         _print_summary(build_dir, args.names, offset, state, stopped=code != 0)
     return code
+
+
+def _builds_nothing(ninja_args: list[str]) -> bool:
+    pairs = zip(ninja_args, [*ninja_args[1:], ""], strict=False)  # each with the next
+    return any(a.startswith(_NO_BUILD) or a == "-dlist" or (a, b) == ("-d", "list")
+               for a, b in pairs)
 
 
 def _prepare_cache(build_dir: Path) -> tuple[bool, Path | None]:
@@ -81,4 +124,5 @@ def _print_summary(
 
         warnings = remote_warnings(state)
     summary = summarize(read_entries(build_dir, offset), planned_actions(build_dir, names))
-    print(os.linesep.join(summary.lines(warnings, stopped)), flush=True)
+    color = color_enabled(sys.stdout)
+    print(os.linesep.join(summary.lines(warnings, stopped, color)), flush=True)

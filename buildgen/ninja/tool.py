@@ -29,9 +29,26 @@ def ninja_binary() -> str:
 def run_ninja(
     build_dir: Path, args: Sequence[str], capture: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """Colour as buildgen.term decides for where the output goes: the terminal, or (when
+    captured, to be shown only on failure) stderr."""
+    import sys
+
+    from buildgen.term import ninja_environ
+
     return subprocess.run(
         [ninja_binary(), "-C", str(build_dir), *args],
         capture_output=capture,
         text=True,
         check=False,
+        env=ninja_environ(sys.stderr if capture else sys.stdout),
     )
+
+
+def exit_status(returncode: int) -> int:
+    """ninja's exit status in buildgen's terms (docs/cli.md): 0 built, 130 interrupted (ninja
+    ≥ 1.12 says 130, older ninja 2, a signal shows as a negative code), 1 anything else."""
+    if returncode < 0:
+        return 128 - returncode
+    if returncode in (0, 130):
+        return returncode
+    return 130 if returncode == 2 else 1

@@ -29,6 +29,7 @@ from buildgen import __version__
 from buildgen.errors import BuildgenError
 from buildgen.fsutil import write_if_changed
 from buildgen.stages import STAGES
+from buildgen.term import color_enabled, severity
 
 
 class StageModule(Protocol):
@@ -84,18 +85,20 @@ def run_stage(stage: StageModule, args: argparse.Namespace, name: str = "") -> i
             write_if_changed(path, contents[path])
     except BuildgenError as exc:
         _remove(declared)
-        print(exc.render(), file=sys.stderr)
+        print(exc.render(color_enabled(sys.stderr)), file=sys.stderr)
         return 1
     except OSError as exc:  # an input that cannot be read, an output that cannot be written
         _remove(declared)
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        word = severity("error", color_enabled(sys.stderr))
+        print(f"{word} {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: located like an error, the traceback in a file
         _remove(declared)
         stage_name = name or getattr(stage, "__name__", "").rpartition(".")[2].removesuffix(
             "_stage")
-        print(_internal_error(exc, stage_name, args, declared).render(), file=sys.stderr)
+        internal = _internal_error(exc, stage_name, args, declared)
+        print(internal.render(color_enabled(sys.stderr)), file=sys.stderr)
         return 1
     except BaseException:
         _remove(declared)

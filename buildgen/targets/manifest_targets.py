@@ -30,12 +30,12 @@ class ManifestTargets:
         }
         self.expander = Expander(Scope(self.definitions, tag_definitions()))
         self._done: dict[str, Composed | None] = {}
-        for name in self.definitions:
-            if name in registered_kinds():
+        for spec in manifest.targets:
+            if spec.name in registered_kinds():
                 self.expander.problems.append(manifest.diagnostic(
-                    ("targets", name), f"target name {name!r} is the name of a target kind",
-                    f"rename it, e.g. 'my-{name}'; '{name}' alone already means the kind",
-                    at_key=True,
+                    ("targets", spec.name),
+                    f"target name {spec.name!r} is the name of a target kind",
+                    _rename_hint(spec.name, spec.data, set(self.definitions)), at_key=True,
                 ))
 
     @property
@@ -77,6 +77,26 @@ class ManifestTargets:
                     f"`buildgen targets --show {name}` still resolves it; kinds that build "
                     f"today: {', '.join(able)}",
                 )
+
+
+def _rename_hint(name: str, data: object, taken: set[str]) -> str:
+    """The fix as YAML: the same definition under a free name (`cpu: {kind: c}`)."""
+    import yaml
+
+    from buildgen.manifest import thaw
+    from buildgen.targets.registry import registered_tags
+
+    device = registered_kinds()[name].device
+    wanted = {"cpu": "cpu", "cuda": "gpu"}.get(device, f"my-{name}")
+    candidates = [wanted, f"my-{name}", *(f"my-{name}-{i}" for i in range(2, 100))]
+    new = next(c for c in candidates
+               if c not in taken and c not in registered_kinds() and c not in registered_tags())
+    value = thaw(data)
+    text = (value if isinstance(value, str) else
+            yaml.safe_dump(value, default_flow_style=True, sort_keys=False,
+                           width=float("inf")).strip())
+    return (f"rename it, and write {new!r} where models name it ('{name}' alone already "
+            f"means the kind):\n    targets:\n      {new}: {text}")
 
 
 def _models(models: list[str]) -> str:

@@ -35,7 +35,8 @@ def test_summary_counts_each_action_once_and_skips_honestly():
     assert summary.skipped == 9 - 5
     assert summary.seconds_by_stage == (("import", 2.5), ("compile", 5.0))
     head, times, warning = summary.lines(["remote cache down"])
-    assert "2 ran, 2 restored from the local cache, 1 from the remote cache, 4 up to date" in head
+    assert ("2 ran (1 of them failed), 2 restored from the local cache, 1 from the remote cache, "
+            "4 up to date") in head
     assert times == "  time by stage: import 2.5s, compile 5.0s"
     assert warning == "  warning: remote cache down"
     assert "4 not run" in summary.lines(stopped=True)[0]  # a failed build: not "up to date"
