@@ -1,7 +1,7 @@
 """The `c` host as a new user gets it (`{kind: c}`: no march) against onnxruntime, in one run.
 
     python bench/bench_c_host.py                  # the examples + the corpus CI models
-    python bench/bench_c_host.py --markdown       # the README table
+    python bench/bench_c_host.py --markdown       # the table in docs/performance.md
     python bench/bench_c_host.py mlp zoo_resnet50 # some models
 
 Every model is built once, for the default `c` target (one object per ISA level, the best

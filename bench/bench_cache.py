@@ -1,4 +1,4 @@
-"""Cold vs warm-cache `buildgen build` of the examples, in one run (the README's CI table).
+"""Cold vs warm-cache `buildgen build` of the examples, in one run (the CI table in docs/cache.md).
 
     python bench/bench_cache.py                  # best of 3 rounds; prints a table
     python bench/bench_cache.py --markdown       # the same as Markdown

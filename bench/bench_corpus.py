@@ -3,7 +3,7 @@
     python bench/bench_corpus.py                 # every corpus model (VGG/AlexNet too)
     python bench/bench_corpus.py --ci            # the subset tests/corpus builds
     python bench/bench_corpus.py bert gpt2       # some models
-    python bench/bench_corpus.py --markdown      # the table as Markdown (README)
+    python bench/bench_corpus.py --markdown      # the table as Markdown (docs/backends/c.md)
 
 The models and their inputs are tests/corpus/corpus_models.py; all are built in one
 keep-going `buildgen build` for the `c` host (defaults: no march) and the composite CPU

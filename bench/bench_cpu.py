@@ -4,7 +4,7 @@ built for c alone, c + openblas, c + onednn and the cost policy (onednn and open
 available), timed against onnxruntime and Apache TVM at one thread and at every core.
 
     python bench/bench_cpu.py                 # build, check, time; prints a table
-    python bench/bench_cpu.py --markdown      # the same as Markdown (README)
+    python bench/bench_cpu.py --markdown      # the same as Markdown (docs/performance.md)
 
 Each library is checked against onnxruntime before it is timed (a wrong answer is
 reported, never timed). Timing: buildgen libraries run in a C loop (bench/timer.c: no

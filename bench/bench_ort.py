@@ -1,7 +1,7 @@
 """Time the example models compiled by buildgen against onnxruntime, in one run.
 
     python bench/bench_ort.py                  # builds BUILD.yaml's models, prints a table
-    python bench/bench_ort.py --markdown       # the same table as Markdown, for README.md
+    python bench/bench_ort.py --markdown       # the same table as Markdown, for the docs
 
 Each model's library is timed by bench/timer.c (its <model>_run in a C loop: no Python or
 ctypes per call) and onnxruntime through its Python API on the same input shapes, once

@@ -18,7 +18,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     shutil.which("ruff") is None, reason="ruff is not installed (pip install .[test])"
 )
 def test_ruff():
-    result = _run("ruff", "check", "buildgen", "tests", "bench", "examples")
+    result = _run("ruff", "check", "buildgen", "tests", "bench", "examples", "docs")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

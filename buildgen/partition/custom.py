@@ -1,10 +1,11 @@
 """A user's own partition: a partition file, or a Python step, handed back to the build.
 
-A partition file has the format of partition.json (README, "The partition file"), where
-only `format`, `version` and each region's `nodes` are required. A region with a `target`
-is kept exactly as written; a region without one, and any node no region names, is left
-to the policy. A step is `module:function`, called as function(graph, target, partition)
--> Partition after the policy; its regions are treated the same way.
+A partition file has the format of partition.json (docs/partitioning.md, "The partition
+file"), where only `format`, `version` and each region's `nodes` are required. A region
+with a `target` is kept exactly as written; a region without one, and any node no region
+names, is left to the policy. A step is `module:function`, called as
+function(graph, target, partition) -> Partition after the policy; its regions are treated
+the same way.
 """
 
 from __future__ import annotations

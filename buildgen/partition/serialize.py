@@ -1,4 +1,4 @@
-"""partition.json: a documented, stable format (see docs in README, "Partition file")."""
+"""partition.json: a documented, stable format (docs/partitioning.md, "The partition file")."""
 
 from __future__ import annotations
 
