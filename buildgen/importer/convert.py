@@ -18,6 +18,7 @@ from buildgen.errors import error
 from buildgen.importer.shapes import TensorInfo, info_from_array
 from buildgen.ir.graph import AttrValue, DType, Graph, Node, TensorType, Value
 from buildgen.ir.serialize import dtype_of_array, pack_weights
+from buildgen.limits import TENSOR_BYTES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -196,6 +197,10 @@ def _values(
             hint="buildgen needs static shapes; data-dependent shapes (NonZero, Unique, ...) "
             f"are not supported{unfolded}",
         )
+    if values:  # the largest, so that one raised limit admits the model
+        big = max(values, key=lambda v: v.type.nbytes)
+        TENSOR_BYTES.check(big.type.nbytes, f"{spec.source}: tensor '{big.name}' of shape "
+                                            f"{list(big.type.shape)}, the largest, bytes")
     return values, bad_dtypes
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.errors import error
+from buildgen.limits import NODES, check_external_data, check_model_file
 
 if TYPE_CHECKING:
     import onnx
@@ -30,12 +31,17 @@ def load_onnx(path: Path) -> LoadedModel:
     from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
     try:
+        check_model_file(path)  # outside the next `except Exception`: its own message
+    except OSError as exc:
+        raise error(f"{path}: cannot read ONNX file: {exc.strerror or exc}") from exc
+    try:
         model = onnx.load(os.fspath(path), load_external_data=False)
     except OSError as exc:
         raise error(f"{path}: cannot read ONNX file: {exc.strerror or exc}") from exc
     except Exception as exc:  # protobuf's DecodeError and friends: not an ONNX file
         raise error(f"{path}: not a valid ONNX model: {exc}") from exc
 
+    NODES.check(_count_nodes(model.graph), f"{path}: nodes")
     locations: set[str] = set()
     for tensor in _all_tensors(model.graph):
         if uses_external_data(tensor):
@@ -47,12 +53,22 @@ def load_onnx(path: Path) -> LoadedModel:
     for file in external:
         if not file.is_file():
             raise error(f"{path}: external data file '{file}' does not exist")
+    check_external_data(path, external)
     if external:
         try:
             load_external_data_for_model(model, os.fspath(path.parent))
         except Exception as exc:  # onnx raises ValueError/OSError variants for bad locations
             raise error(f"{path}: cannot load external data: {exc}") from exc
     return LoadedModel(model, (path, *external), _default_opset(model, path))
+
+
+def _count_nodes(graph: onnx.GraphProto) -> int:
+    return len(graph.node) + sum(
+        _count_nodes(sub)
+        for node in graph.node
+        for attr in node.attribute
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+    )
 
 
 def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from buildgen.backends.registry import get_backend
 from buildgen.errors import BuildgenError, Diagnostic, error
 from buildgen.ir import Graph
+from buildgen.limits import read_json
 from buildgen.partition.convexity import NodeGraph
 from buildgen.partition.model import Partition, Region
 from buildgen.partition.pins import HOST, PinnedNode
@@ -32,12 +32,7 @@ Step = Callable[[Graph, ResolvedTarget, Partition], Partition]
 
 def load_user_partition(path: str | Path) -> tuple[Region, ...]:
     """The regions of a user's partition file (targets may be empty)."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise error(f"{path}: cannot read the partition file: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise error(f"{path}: not JSON: {exc}") from None
+    doc = read_json(Path(path), "the partition file")
     if not isinstance(doc, dict) or doc.get("format") != "buildgen-partition":
         raise error(f"{path}: not a buildgen partition file",
                     hint='it starts {"format": "buildgen-partition", "version": 1, ...}')

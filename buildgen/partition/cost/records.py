@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from buildgen.errors import error
+from buildgen.limits import read_json
 from buildgen.partition.cost.keys import key_text
 
 RECORDS_FORMAT = "buildgen-tuning-records"
@@ -72,12 +73,7 @@ def empty_records(source: str = "") -> Records:
 
 def load_records(path: str | Path) -> Records:
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise error(f"{path}: cannot read tuning records: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise error(f"{path}: not JSON: {exc}") from None
+    doc = read_json(path, "tuning records")
     if not isinstance(doc, dict) or doc.get("format") != RECORDS_FORMAT:
         raise error(f"{path}: not a buildgen tuning-records file",
                     hint="`buildgen tune` writes one")
