@@ -33,9 +33,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str,
             f.write(payload)
             os.fchmod(f.fileno(), (0o777 if executable else 0o666) & ~umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a failed write (a full disk) names what it wrote
         raise
 
 

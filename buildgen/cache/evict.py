@@ -55,6 +55,7 @@ def evict(root: Path, limit: int) -> int | None:
         except BlockingIOError:
             return None
         try:
+            counted_before = stats.counted_size(root)
             entries = store_files(root)
             total = sum(e.size for e in entries)
             if total > limit:
@@ -65,7 +66,7 @@ def evict(root: Path, limit: int) -> int | None:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(entry.path)
                     total -= entry.size
-            stats.set_size(root, total)
+            stats.set_size(root, total, counted_before)
             return total
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -81,6 +81,10 @@ def main(argv: Sequence[str]) -> int:
             outcome, code = action.execute()
         except KeyboardInterrupt:  # ninja was interrupted: it reports that, not a traceback
             return 130
+        except OSError as exc:  # the build folder cannot be written (a full or failing disk)
+            where = f": {exc.filename}" if exc.filename else ""
+            print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+            outcome, code = "ran", 1
     else:
         outcome, code = "ran", run_command(spec).code
     with contextlib.suppress(OSError):  # the journal is a report, never a reason to fail
@@ -230,7 +234,9 @@ class CachedAction:
         if self.spec.depfile:
             deps = [self.frame.local(n) for n in names]
             text = depfile_text(self.spec.outputs[0], deps)
-            Path(self.spec.depfile).write_text(text)
+            from buildgen.fsutil import write_atomic
+
+            write_atomic(self.spec.depfile, text)  # on a full disk: whole or absent
 
     # -- misses ----------------------------------------------------------------------------
 

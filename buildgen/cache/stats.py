@@ -70,10 +70,20 @@ def record(root: Path, outcome: str | None, added_bytes: int) -> int:
     return size
 
 
-def set_size(root: Path, size: int) -> None:
+def counted_size(root: Path) -> int:
+    with _locked(root):
+        return int(_read(root).get("bytes", 0))  # type: ignore[call-overload]
+
+
+def set_size(root: Path, measured: int, counted_before: int) -> None:
+    """The store measured `measured` bytes by a walk that began when the count was
+    `counted_before`: what other builds recorded since then is added back, not lost. (A
+    file stored during the walk may count twice: an eviction a little early, never a store
+    over its limit.)"""
     with _locked(root):
         document = _read(root)
-        document["bytes"] = size
+        since = int(document.get("bytes", 0)) - counted_before  # type: ignore[call-overload]
+        document["bytes"] = measured + max(since, 0)
         write_atomic(root / STATS_FILE, json.dumps(document, sort_keys=True))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,5 +65,25 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
         raise BuildgenError(Diagnostic(str(exc))) from None
     plan = plan_build(manifest.models, targets, ctx, tuple(files), cached=cached)
     files[BUILD_NINJA] = emit(plan, ctx.version)
-    changed = tuple(path for path, text in files.items() if write_if_changed(out_dir / path, text))
+    changed = _write_files(out_dir, files)
     return GenResult(manifest, out_dir, out_dir / BUILD_NINJA, changed)
+
+
+def _write_files(out_dir: Path, files: dict[str, str]) -> tuple[str, ...]:
+    """Write what changed; returns those paths. The settings file, which marks the folder
+    as buildgen's (build_dir.MARK), goes first: a gen stopped part-way (a full disk) leaves
+    a folder the next build still accepts. build.ninja stays last (see generate)."""
+    mark = out_dir / SETTINGS_FILE
+    marked = mark.exists()
+    written = set()
+    try:
+        for path in sorted(files, key=lambda name: name != SETTINGS_FILE):
+            if write_if_changed(out_dir / path, files[path]):
+                written.add(path)
+    except OSError as exc:
+        if not marked and not mark.exists():
+            with contextlib.suppress(OSError):
+                mark.parent.rmdir()  # created just now and empty: the folder stays unused
+        where = exc.filename or out_dir
+        raise BuildgenError(Diagnostic(f"cannot write {where}: {exc.strerror or exc}")) from None
+    return tuple(path for path in files if path in written)

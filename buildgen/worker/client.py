@@ -72,15 +72,37 @@ def worker_dir() -> str | None:
     return folder
 
 
+def socket_name(identity: str) -> str:
+    return f"{identity}.sock"
+
+
 def socket_path(folder: str, identity: str) -> str:
-    return os.path.join(folder, f"{identity}.sock")
+    return os.path.join(folder, socket_name(identity))
+
+
+# A socket's address holds at most 107 bytes, and a worker folder under a deep TMPDIR (or a
+# test's tmp_path) passes that; the server binds its name from inside the folder.
+_MAX_ADDRESS = 107
+
+
+def connect(conn: _socket.socket, folder: str, identity: str) -> None:
+    """Connect `conn` to the worker of `identity`, however long the folder's path."""
+    path = socket_path(folder, identity)
+    if len(os.fsencode(path)) <= _MAX_ADDRESS:
+        conn.connect(path)
+        return
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # the folder through its descriptor: a short path to the same socket
+        conn.connect(f"/proc/self/fd/{handle}/{socket_name(identity)}")
+    finally:
+        os.close(handle)
 
 
 def _through_worker(folder: str, identity: str, mode: str, args: list[str]) -> int | None:
     """The action's exit status, or None when no worker took it (nothing ran)."""
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        conn.connect(socket_path(folder, identity))
+        connect(conn, folder, identity)
     except OSError:
         conn.close()
         _start_worker(folder, identity)

@@ -30,6 +30,7 @@ from buildgen.worker.client import (
     STARTED,
     decode_number,
     encode_number,
+    socket_name,
     socket_path,
 )
 from buildgen.worker.identity import worker_identity
@@ -58,6 +59,12 @@ def main(argv: Sequence[str]) -> int:
     _prune(folder)
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]  # `-m` put the folder it started in first: not a place to import from
+    # Live in the worker folder, not in the build's that started it: a worker outlives
+    # that build and must not keep its folder busy (an unmount) or alive (once deleted).
+    # Each child enters its request's folder. From here the socket's name is short.
+    folder = os.path.abspath(folder)
+    sys.path[:] = [os.path.abspath(entry) for entry in sys.path if entry]
+    os.chdir(folder)
     mine = _identity()
     if mine != identity:
         print(f"worker: asked to be {identity}, is {mine}: exiting", file=sys.stderr)
@@ -74,7 +81,7 @@ def main(argv: Sequence[str]) -> int:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    listener.bind(socket_name(identity))  # relative: see client.connect
     listener.listen(128)
     print(f"worker {os.getpid()}: serving {identity}", file=sys.stderr, flush=True)
     # `kill` (SIGTERM) stops it as cleanly as idleness; actions in flight run on.

@@ -140,3 +140,13 @@ def test_sizes_and_settings():
     assert resolve_settings({}, {"XDG_CACHE_HOME": "/x"}).dir == Path("/x/buildgen")
     with pytest.raises(SettingsError, match="BUILDGEN_CACHE"):
         resolve_settings({}, {"BUILDGEN_CACHE": "maybe"})
+
+
+def test_what_others_store_during_an_eviction_walk_stays_counted(tmp_path):
+    """Eviction measures the store by a walk; bytes another build records meanwhile must
+    not vanish from the count, or the store outgrows its limit under concurrent builds."""
+    stats.record(tmp_path, None, 100)
+    before = stats.counted_size(tmp_path)  # the evictor starts its walk here
+    stats.record(tmp_path, None, 50)  # another build stores an action meanwhile
+    stats.set_size(tmp_path, 80, before)  # the walk found 80 bytes left after removals
+    assert stats.counted_size(tmp_path) == 130

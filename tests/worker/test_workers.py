@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from buildgen.worker.client import socket_path
+from buildgen.worker.client import connect, socket_path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "cmake"))
@@ -83,7 +83,7 @@ def wait_for_worker(workers: Path, identity: str, timeout: float = 120.0) -> int
     while time.monotonic() < deadline:
         with socket.socket(socket.AF_UNIX) as probe:
             try:
-                probe.connect(socket_path(str(workers), identity))
+                connect(probe, str(workers), identity)
             except OSError:
                 time.sleep(0.2)
                 continue
@@ -253,3 +253,19 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_worker_folder_deeper_than_a_socket_address_still_serves(tmp_path):
+    """A socket's address holds 107 bytes; a deep TMPDIR must not turn workers off. The
+    worker lives in its folder, not in the build's (which it would keep busy)."""
+    workers = tmp_path / ("deep-" * 16) / "workers"
+    project = make_project(tmp_path / "p")
+    env = environment(workers, BUILDGEN_CACHE="off")
+    build(project, env)
+    identity = identity_of(project)
+    assert len(os.fsencode(socket_path(str(workers), identity))) > 107
+    pid = wait_for_worker(workers, identity)
+    assert os.readlink(f"/proc/{pid}/cwd") == str(workers)
+    shutil.rmtree(project / "build")
+    build(project, env)
+    assert served(stop_worker(workers, identity, pid)) > 0
