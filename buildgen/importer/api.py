@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildgen.errors import error
 from buildgen.importer.convert import GraphSpec, build_graph
@@ -20,6 +21,10 @@ from buildgen.importer.order import name_nodes, topological_order
 from buildgen.importer.shapes import TensorInfo, fix_input_shapes, infer_model, info_from_type
 from buildgen.ir.graph import Graph
 from buildgen.ir.verify import verify_graph
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,6 @@ def import_model(
     (default: the file's stem). Graph.source is `onnx_path` as given, so pass a path
     relative to the build folder to keep the output free of absolute paths.
     """
-    from onnx import numpy_helper
-
     path = Path(onnx_path)
     loaded = load_onnx(path)
     model = loaded.model
@@ -56,14 +59,23 @@ def import_model(
     runtime_inputs = list(
         dict.fromkeys(i.name for i in onnx_graph.input if i.name not in initializers)
     )
+    if "" in runtime_inputs or "" in initializers:  # '' is ONNX's "no tensor", not a name
+        what = "a graph input" if "" in runtime_inputs else "an initializer"
+        raise error(f"{path}: {what} has an empty name")
     fix_input_shapes(onnx_graph, runtime_inputs, input_shapes, path, model_name or path.stem)
 
     nodes = list(onnx_graph.node)
     name_nodes(nodes)
+    for node in nodes:  # ONNX's checker refuses these; the IR has one value per attribute
+        names = [attribute.name for attribute in node.attribute]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise error(f"{path}: node '{node.name}' ({node.op_type}) has attribute "
+                        f"'{twice[0]}' more than once")
     nodes = topological_order(nodes, [*initializers, *runtime_inputs], path)
     inferred = infer_model(model, nodes, path)
 
-    constants = {t.name: numpy_helper.to_array(t) for t in onnx_graph.initializer}
+    constants = {t.name: _tensor_array(t, path) for t in onnx_graph.initializer}
     declared = {i.name: i for i in onnx_graph.input}
     types: dict[str, TensorInfo] = {}
     for name in runtime_inputs:
@@ -101,3 +113,12 @@ def _check_outputs(outputs: Sequence[str], defined: set[str], path: Path) -> Non
     for name in outputs:
         if name not in defined:
             raise error(f"{path}: graph output '{name}' is not written by any node")
+
+
+def _tensor_array(tensor: onnx.TensorProto, path: Path) -> np.ndarray:
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:  # data that does not fit its dims or dtype: numpy's ValueError
+        raise error(f"{path}: initializer '{tensor.name}' is malformed: {exc}") from exc

@@ -41,6 +41,7 @@ def load_onnx(path: Path) -> LoadedModel:
     except Exception as exc:  # protobuf's DecodeError and friends: not an ONNX file
         raise error(f"{path}: not a valid ONNX model: {exc}") from exc
 
+    _check_text(model, path)
     NODES.check(_count_nodes(model.graph), f"{path}: nodes")
     locations: set[str] = set()
     for tensor in _all_tensors(model.graph):
@@ -49,7 +50,7 @@ def load_onnx(path: Path) -> LoadedModel:
             if "location" not in entries:
                 raise error(f"{path}: tensor '{tensor.name}' uses external data without a location")
             locations.add(entries["location"])
-    external = sorted(Path(os.path.normpath(path.parent / loc)) for loc in locations)
+    external = sorted(_external_file(path, loc) for loc in sorted(locations))
     for file in external:
         if not file.is_file():
             raise error(f"{path}: external data file '{file}' does not exist")
@@ -60,6 +61,39 @@ def load_onnx(path: Path) -> LoadedModel:
         except Exception as exc:  # onnx raises ValueError/OSError variants for bad locations
             raise error(f"{path}: cannot load external data: {exc}") from exc
     return LoadedModel(model, (path, *external), _default_opset(model, path))
+
+
+def _external_file(model_file: Path, location: str) -> Path:
+    """The file of an external-data `location`, which must stay in the model's folder: a
+    model is data, and one naming /etc/passwd or ../../.ssh/id_rsa would otherwise copy
+    that file into the library it builds (and into any artifact CI publishes)."""
+    folder = model_file.parent
+    file = Path(os.path.normpath(folder / location))
+    inside = os.path.realpath(file).startswith(os.path.join(os.path.realpath(folder), ""))
+    if os.path.isabs(location) or ".." in Path(location).parts or not inside:
+        raise error(
+            f"{model_file}: external data location {location!r} is outside the model's folder",
+            hint="external data files sit next to the model (or below it), as onnx.save "
+            "writes them",
+        )
+    return file
+
+
+def _check_text(message: onnx.ModelProto, path: Path) -> None:
+    """ONNX is proto2, whose parser does not check that string fields are UTF-8: one that
+    is not comes back as bytes, which every later step would trip over."""
+    for field, value in message.ListFields():
+        repeated = getattr(field, "is_repeated", None)  # protobuf >= 5.28; `label` before
+        items = value if (field.label == field.LABEL_REPEATED if repeated is None
+                          else repeated) else [value]
+        if field.type == field.TYPE_MESSAGE:
+            for item in items:
+                _check_text(item, path)
+        elif field.type == field.TYPE_STRING:
+            for item in items:
+                if not isinstance(item, str):
+                    raise error(f"{path}: not a valid ONNX model: a {field.name} field "
+                                f"holds {bytes(item[:40])!r}, which is not UTF-8 text")
 
 
 def _count_nodes(graph: onnx.GraphProto) -> int:
@@ -93,6 +127,9 @@ def _default_opset(model: onnx.ModelProto, path: Path) -> int:
         if opset.domain in ("", "ai.onnx"):
             version = int(opset.version)
             newest = onnx_opset_version()
+            if version < 1:
+                raise error(f"{path}: the model declares opset {version} of the default "
+                            "domain, which is no ONNX opset (they start at 1)")
             if version > newest:
                 # Shape inference and folding would read its ops with the semantics of an
                 # older opset: silently wrong shapes or values, so this is refused.

@@ -57,6 +57,10 @@ def topological_order(
                 )
             producer[tensor] = index
     available = set(defined)
+    for tensor, index in producer.items():  # ONNX is SSA: a graph input is not written
+        if tensor in available:
+            raise error(f"{source}: tensor '{tensor}' is a graph input or initializer, and "
+                        f"node '{nodes[index].name}' writes it too")
     deps: list[set[int]] = []
     for node in nodes:
         needs: set[int] = set()

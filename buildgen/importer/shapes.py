@@ -242,7 +242,7 @@ def infer_node(
     domain = "" if node.domain == "ai.onnx" else node.domain
     try:
         schema = defs.get_schema(node.op_type, versions.get(domain, 1), domain)
-    except defs.SchemaError:
+    except (defs.SchemaError, TypeError):  # TypeError: a version beyond a C int (2**40)
         return {}
     types = {name: type_from_info(inputs[name]) for name in node.input if name in inputs}
     data = {

@@ -94,8 +94,7 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
         data = converter.run(text, loader)
     except yaml.YAMLError as exc:
         if loader is not yaml.SafeLoader:  # the messages and hints are the pure-Python
-            return _parse_slowly(text, file, lines)  # parser's: ask it
-            return _parse_slowly(text, file, lines)
+            return _parse_slowly(text, file, lines, exc)  # parser's: ask it
         raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
     # Plain dicts, read-only through SourceMap's Mapping types: a MappingProxyType would stop
     # a Manifest from being copied or pickled (e.g. to a worker process).
@@ -103,14 +102,20 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
     return LoadedDocument(data, source_map, tuple(converter.diagnostics))
 
 
-def _parse_slowly(text: str, file: str, lines: tuple[str, ...]) -> LoadedDocument:
+def _parse_slowly(
+    text: str, file: str, lines: tuple[str, ...], fast_error: yaml.YAMLError
+) -> LoadedDocument:
     converter = _Converter(file, lines)
     try:
         _check_depth(text, file, lines, yaml.SafeLoader)
         converter.run(text, yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
-    raise AssertionError("libyaml refused a document the pure-Python parser accepts")
+    except ValueError:  # PyYAML's chr() on an escape past U+10FFFF ("\U20099C76")
+        raise BuildgenError(_syntax_diagnostic(fast_error, text, file, lines)) from None
+    # The pure-Python parser is laxer in places (an escaped surrogate, "\ud800", which
+    # libyaml refuses and UTF-8 cannot hold): libyaml's refusal stands.
+    raise BuildgenError(_syntax_diagnostic(fast_error, text, file, lines))
 
 
 class _Converter:

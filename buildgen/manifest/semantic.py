@@ -190,9 +190,13 @@ def _path_problems(
     if not must_exist:
         return []
     resolved = resolve(root, text)
-    if not resolved.exists():
+    try:
+        exists, is_file = resolved.exists(), resolved.is_file()
+    except OSError as exc:  # a name too long for the file system, a folder it cannot enter
+        return [source_map.diagnostic(path, f"cannot read {resolved}: {exc.strerror or exc}")]
+    if not exists:
         return [source_map.diagnostic(path, f"file not found: {resolved}",
                                       "relative paths start at the manifest's folder")]
-    if not resolved.is_file():
+    if not is_file:
         return [source_map.diagnostic(path, f"not a file: {resolved}")]
     return []

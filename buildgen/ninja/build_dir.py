@@ -34,6 +34,8 @@ def checked_build_dir(build_dir: Path, project: Path, *, writing: bool = True) -
     except OSError as exc:
         reason = "is a symlink loop" if exc.errno == errno.ELOOP else f"cannot be read: {exc}"
         raise _refuse(shown, reason) from None
+    except ValueError:  # os.path.realpath: "embedded null byte"
+        raise _refuse(repr(shown), "holds a NUL character, which no path can") from None
     project = Path(os.path.realpath(project))
     if real == Path(real.anchor):
         raise _refuse(shown, "is the root of the file system")

@@ -114,3 +114,33 @@ def test_real_models_are_far_below_the_defaults(tmp_path: Path) -> None:
                        [helper.make_tensor_value_info("x", F32, [64, 1024])],
                        [helper.make_tensor_value_info("y", F32, [64, 1024])], {"w": weights})
     import_model(save(model, tmp_path), {})
+
+
+@pytest.mark.parametrize("location", ["/etc/hostname", "../secret.bin", "sub/../../secret.bin",
+                                      "link/weights.bin"])
+def test_external_data_outside_the_models_folder_is_refused(tmp_path: Path, location: str):
+    """A model is data: it cannot make the build copy another file into a library."""
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.zeros(1024, np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "link").symlink_to(tmp_path)  # a link out of the folder
+    (tmp_path / "weights.bin").write_bytes(secret.read_bytes())
+    model, _ = mlp(batch=1)
+    weights = next(t for t in model.graph.initializer if t.name == "w1")
+    weights.ClearField("float_data")
+    weights.ClearField("raw_data")
+    weights.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": "0", "length": "2048"}.items():
+        weights.external_data.add(key=key, value=value)
+    path = save(model, folder)
+    with pytest.raises(BuildgenError, match="is outside the model's folder"):
+        import_model(path, {})
+
+
+def test_external_data_in_a_subfolder_is_fine(tmp_path: Path) -> None:
+    model, _ = mlp(batch=1)
+    (tmp_path / "data").mkdir()
+    onnx.save(model, tmp_path / "model.onnx", save_as_external_data=True,
+              location="data/weights.bin", size_threshold=0)
+    import_model(tmp_path / "model.onnx", {})
