@@ -86,10 +86,23 @@ static inline int bg_isa_pick(const char *const *levels, int count, char *error,
         const int rank = bg_isa_rank(levels[i]);
         if (rank >= 0 && rank <= max_rank && bg_cpu_runs(rank)) return i;
     }
+    /* Say what the library holds and what this CPU runs, so the fix (a lower level in
+     * isa_levels, or no cap) can be read off the message. */
+    char held[96] = "";
+    for (int i = count - 1; i >= 0; --i) {
+        const size_t used = strlen(held);
+        snprintf(held + used, sizeof held - used, "%s%s", used ? ", " : "", levels[i]);
+    }
+    int best = -1;
+    for (int rank = 0; rank < BG_ISA_KNOWN; ++rank)
+        if (bg_cpu_runs(rank)) best = rank;
     snprintf(error, size,
-             "no variant of this library runs on this CPU%s%.64s (compiled for %s .. %s)",
+             "no variant of this library runs on this CPU%s%.64s: the library holds %s; "
+             "this CPU runs %s%s",
              max_rank < BG_ISA_KNOWN ? " under BUILDGEN_MAX_ISA=" : "",
-             max_rank < BG_ISA_KNOWN ? cap : "", levels[count - 1], levels[0]);
+             max_rank < BG_ISA_KNOWN ? cap : "", held,
+             best >= 0 ? "up to " : "none of the x86-64 levels",
+             best >= 0 ? bg_isa_known[best] : "");
     return -1;
 }
 

@@ -41,7 +41,13 @@ def run(args: argparse.Namespace) -> int:
         unknown = [n for n in args.names if n not in registered_kinds()
                    and n not in registered_tags()]
         if unknown:
-            raise BuildgenError(f"no target kind or tag named {', '.join(map(repr, unknown))}")
+            from buildgen.errors import error
+            from buildgen.targets.attributes import did_you_mean
+
+            known = [*registered_kinds(), *registered_tags()]
+            raise error(f"no target kind or tag named {', '.join(map(repr, unknown))}",
+                        hint=did_you_mean(unknown[0], known)
+                        or f"`buildgen targets` lists them all: {', '.join(sorted(known))}")
         sys.stdout.write(listing(args.names))
         return 0
     if args.names:

@@ -269,7 +269,7 @@ class Expander:
         if len(got) == 1 and got[0].role is role:
             return got
         if len(got) != 1:
-            kinds = ", ".join(m.kind for m in got)
+            kinds = ", ".join(dict.fromkeys(m.kind for m in got))
             name = data.get("tag") if isinstance(data, Mapping) else data
             what = repr(name) if isinstance(name, str) else "this"
             self.fail(site, f"the {role.value} must be a single {role.value} kind, but {what} "

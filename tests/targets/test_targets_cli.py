@@ -36,6 +36,7 @@ def test_the_listing_can_be_narrowed_to_some_names(capsys):
     assert "onednn" not in out
     status, _, err = run(capsys, "cutlas")
     assert status == 1 and "no target kind or tag named 'cutlas'" in err
+    assert "hint: did you mean 'cutlass'?" in err
 
 
 def test_show_prints_the_canonical_target_of_a_manifest(capsys, manifest_file):
