@@ -7,7 +7,8 @@ a composite member, a tag's override), and each problem points at the attribute.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -43,10 +44,47 @@ def describe_value(value: object) -> str:
 
 
 def _attribute_hint(kind: TargetKind, name: str) -> str | None:
+    """The attribute's first sentence and its default: the whole description is in
+    `buildgen targets KIND`, and a hint is one line."""
     spec = kind.schema.get("properties", {}).get(name)
     if not isinstance(spec, dict) or "description" not in spec:
         return None
-    return f"{name}: {spec['description']} (default: {describe_value(spec.get('default'))})"
+    first = re.split(r"(?<=[a-z0-9)\]]\.)\s+(?=[A-Z])", spec["description"], maxsplit=1)[0]
+    first = first.rstrip(".")
+    if len(first) > _HINT_CHARS:
+        first = first[:_HINT_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return f"{name}: {first} (default: {describe_value(spec.get('default'))}; see " \
+           f"`buildgen targets {kind.name}`)"
+
+
+_HINT_CHARS = 120
+
+
+_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string",
+               "boolean": "true or false", "array": "a list", "object": "a mapping",
+               "null": "null"}
+
+
+def _expected(err: jsonschema.ValidationError) -> str:
+    """What the schema wanted, in the manifest's words ("expected an integer")."""
+    want = err.validator_value
+    words: dict[str, Callable[[Any], str]] = {
+        "type": lambda v: " or ".join(_TYPE_WORDS.get(t, t) for t in ([v] if isinstance(v, str)
+                                                                        else v)),
+        "minimum": lambda v: f"at least {v}",
+        "maximum": lambda v: f"at most {v}",
+        "exclusiveMinimum": lambda v: f"more than {v}",
+        "exclusiveMaximum": lambda v: f"less than {v}",
+        "enum": lambda v: "one of " + ", ".join(describe_value(x) for x in v),
+        "const": describe_value,
+        "minItems": lambda v: f"at least {v} item{'s' if v != 1 else ''}",
+        "maxItems": lambda v: f"at most {v} item{'s' if v != 1 else ''}",
+        "uniqueItems": lambda _: "a list without repeated items",
+        "minLength": lambda v: "a non-empty string" if v == 1 else f"at least {v} characters",
+        "pattern": lambda v: f"text matching {v}",
+    }
+    say = words.get(str(err.validator))
+    return f"expected {say(want)}, got {describe_value(err.instance)}" if say else err.message
 
 
 def attribute_problems(kind: TargetKind, attrs: Mapping[str, Any], site: Site) -> list[Diagnostic]:
@@ -67,7 +105,7 @@ def attribute_problems(kind: TargetKind, attrs: Mapping[str, Any], site: Site) -
     for err in sorted(validator.iter_errors(written), key=lambda e: list(map(str, e.path))):
         path = tuple(err.absolute_path)
         name = str(path[0]) if path else ""
-        found.append(site.at(*path).diagnostic(err.message, _attribute_hint(kind, name)))
+        found.append(site.at(*path).diagnostic(_expected(err), _attribute_hint(kind, name)))
     return found
 
 

@@ -50,10 +50,10 @@ def test_every_target_error_points_at_its_line_and_column(manifest, errors):
         "this composite has no 'cuda' device (it has no device)",
         "5:34: targets.wrong.host: 'cuda' is a cuda device kind (the host runs on the cpu), so "
         "it cannot be the host",
-        "5:67: targets.wrong.device.arch: 'sm90' does not match '^sm_[0-9]+[a-z]?$'",
+        "5:67: targets.wrong.device.arch: expected text matching ^sm_[0-9]+[a-z]?$, got 'sm90'",
         "6:43: targets.typo.host.opt_levl: unknown attribute 'opt_levl' for kind 'c'",
         "6:57: targets.typo.acelerators: unknown key 'acelerators' in a composite target",
-        "7:43: targets.over.cutlass.sm: 20 is less than the minimum of 50",
+        "7:43: targets.over.cutlass.sm: expected at least 50, got 20",
         "7:48: targets.over.cudnn: tag 'cuda-cutlass' has no 'cudnn' to override; it has "
         "cuda, cutlass",
         f"8:76: targets.two.accelerators[0]: this host 'c' differs from the host at "
@@ -90,8 +90,9 @@ def test_a_bad_value_hints_at_the_attributes_meaning_and_default(manifest):
     with pytest.raises(BuildgenError) as info:
         resolve_targets(m)
     (diag,) = info.value.diagnostics
-    assert diag.message == "targets.cpu.opt_level: 7 is greater than the maximum of 3"
-    assert diag.hint == "opt_level: Optimisation level passed as -O<n>. (default: 3)"
+    assert diag.message == "targets.cpu.opt_level: expected at most 3, got 7"
+    assert diag.hint == ("opt_level: Optimisation level passed as -O<n> (default: 3; see "
+                         "`buildgen targets c`)")
 
 
 def test_a_model_naming_an_external_codegen_alone_is_told_why(manifest, errors):
