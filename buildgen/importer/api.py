@@ -66,12 +66,7 @@ def import_model(
 
     nodes = list(onnx_graph.node)
     name_nodes(nodes)
-    for node in nodes:  # ONNX's checker refuses these; the IR has one value per attribute
-        names = [attribute.name for attribute in node.attribute]
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
-            raise error(f"{path}: node '{node.name}' ({node.op_type}) has attribute "
-                        f"'{twice[0]}' more than once")
+    _check_attributes_once(nodes, path)
     nodes = topological_order(nodes, [*initializers, *runtime_inputs], path)
     inferred = infer_model(model, nodes, path)
 
@@ -113,6 +108,18 @@ def _check_outputs(outputs: Sequence[str], defined: set[str], path: Path) -> Non
     for name in outputs:
         if name not in defined:
             raise error(f"{path}: graph output '{name}' is not written by any node")
+
+
+def _check_attributes_once(nodes: Sequence[onnx.NodeProto], path: Path) -> None:
+    """ONNX's checker refuses a repeated attribute; the IR has one value per attribute.
+    (A function of its own: a `node` local left in import_model's frame would make a crash
+    report blame that node.)"""
+    for node in nodes:
+        names = [attribute.name for attribute in node.attribute]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise error(f"{path}: node '{node.name}' ({node.op_type}) has attribute "
+                        f"'{twice[0]}' more than once")
 
 
 def _tensor_array(tensor: onnx.TensorProto, path: Path) -> np.ndarray:

@@ -1,7 +1,7 @@
 """`buildgen` command line: dispatch, errors printed once, clean removes only our files."""
 
 import pytest
-from cli_helpers import run_python
+from cli_helpers import run_python, small_project
 
 from buildgen import __version__
 from buildgen.cli import main
@@ -42,20 +42,8 @@ def test_only_build_takes_ninja_arguments(capsys):
     assert "after '--'" in capsys.readouterr().err
 
 
-def _project(root):
-    (root / "models").mkdir(parents=True)
-    (root / "models" / "m.onnx").write_bytes(b"")  # gen and `ninja -n` never read it
-    manifest = root / "BUILD.yaml"
-    manifest.write_text(
-        "buildgen: 1\n"
-        "targets:\n  cpu: {kind: composite, host: {kind: c, opt_level: 2}}\n"
-        "models:\n  m: {source: models/m.onnx, inputs: {x: [1, 4]}, targets: [cpu, c]}\n"
-    )
-    return manifest
-
-
 def test_gen_writes_the_build_files_once(tmp_path):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     assert main(["gen", "--manifest", str(manifest)]) == 0
     build = tmp_path / "proj" / "build"
     text = (build / "build.ninja").read_text()
@@ -69,7 +57,7 @@ def test_gen_writes_the_build_files_once(tmp_path):
 
 
 def test_build_passes_names_and_ninja_arguments_through(tmp_path, capfd):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     build = tmp_path / "out"
     assert main(["build", "--manifest", str(manifest), "--build-dir", str(build),
                  "m-cpu", "--", "-n"]) == 0
@@ -80,7 +68,7 @@ def test_build_passes_names_and_ninja_arguments_through(tmp_path, capfd):
 
 
 def test_target_errors_point_into_the_manifest(tmp_path, capsys):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     manifest.write_text(manifest.read_text().replace("opt_level: 2", "opt_levle: 2"))
     assert main(["gen", "--manifest", str(manifest)]) == 1
     err = capsys.readouterr().err

@@ -6,10 +6,9 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from cli_helpers import REPO, run_python
+from cli_helpers import REPO, run_python, small_project
 
 from buildgen import __version__
 from buildgen.cache.summary import Summary
@@ -28,18 +27,6 @@ COLOUR_VARIABLES = ("NO_COLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "TERM")
 def _plain_environment(monkeypatch):
     for name in COLOUR_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-
-
-def _project(root: Path) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "models" / "m.onnx").write_bytes(b"")  # gen and `ninja -n` never read it
-    manifest = root / "BUILD.yaml"
-    manifest.write_text(
-        "buildgen: 1\n"
-        "targets:\n  cpu: {kind: composite, host: {kind: c, opt_level: 2}}\n"
-        "models:\n  m: {source: models/m.onnx, inputs: {x: [1, 4]}, targets: [cpu, c]}\n"
-    )
-    return manifest
 
 
 # 1. ninja's everyday flags --------------------------------------------------------------
@@ -72,7 +59,7 @@ def test_a_bad_ninja_flag_value_is_a_usage_error(capsys):
 
 
 def test_build_dry_run_without_dashdash(tmp_path, capfd):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     build = tmp_path / "out"
     assert main(["build", "--manifest", str(manifest), "--build-dir", str(build),
                  "-j2", "-k0", "-n", "m-cpu"]) == 0
@@ -84,14 +71,14 @@ def test_build_dry_run_without_dashdash(tmp_path, capfd):
 
 
 def test_build_verbose_shows_command_lines(tmp_path, capfd):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     assert main(["build", "--manifest", str(manifest), "-n", "-v", "m-cpu"]) == 0
     out = capfd.readouterr().out
     assert "buildgen.stages" in out and "IMPORT m" not in out
 
 
 def test_dashdash_still_reaches_ninja(tmp_path, capfd):
-    manifest = _project(tmp_path / "proj")
+    manifest = small_project(tmp_path / "proj")
     assert main(["build", "--manifest", str(manifest), "m-cpu", "--", "-n", "-j1"]) == 0
     assert "IMPORT m" in capfd.readouterr().out
     assert not (tmp_path / "proj" / "build" / "m" / "graph.json").exists()
@@ -100,7 +87,7 @@ def test_dashdash_still_reaches_ninja(tmp_path, capfd):
 # 2. -C DIR ------------------------------------------------------------------------------
 
 def test_dash_c_changes_directory_first(tmp_path, capfd):
-    _project(tmp_path / "proj")
+    small_project(tmp_path / "proj")
     before = os.getcwd()
     assert main(["-C", str(tmp_path), "-C", "proj", "build", "-n", "m-cpu"]) == 0
     assert os.getcwd() == before  # main() in-process leaves the caller where it was
@@ -109,7 +96,7 @@ def test_dash_c_changes_directory_first(tmp_path, capfd):
 
 
 def test_dash_c_works_for_every_subcommand(tmp_path):
-    _project(tmp_path / "proj")
+    small_project(tmp_path / "proj")
     assert main(["-C", str(tmp_path / "proj"), "gen"]) == 0
     assert (tmp_path / "proj" / "build" / "build.ninja").is_file()
 
@@ -293,7 +280,7 @@ def test_ninja_exit_status_in_buildgen_terms(ninja, ours):
 
 
 def test_a_failed_build_exits_1(tmp_path):
-    _project(tmp_path / "proj")
+    small_project(tmp_path / "proj")
     assert main(["-C", str(tmp_path / "proj"), "build", "no-such-target"]) == 1
 
 

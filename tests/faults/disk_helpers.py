@@ -32,6 +32,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "ninja"))
+from small_project import save_tiny_model  # noqa: E402
+
 MODEL = "tiny"
 PAGE = 4096
 ENV_TRIALS = "BUILDGEN_FAULT_TRIALS"  # raises every test's trial count (a soak)
@@ -57,27 +60,7 @@ def trial_count(default: int) -> int:
 
 def save_model(path: Path) -> None:
     """relu(x @ w + b), x: [n, 4], with fixed random weights."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(8)
-    w = numpy_helper.from_array(rng.standard_normal((4, 8)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-            helper.make_node("Add", ["h", "b"], ["hb"], name="add"),
-            helper.make_node("Relu", ["hb"], ["y"], name="relu"),
-        ],
-        MODEL,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [w, b],
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    onnx.save(model, path)
+    save_tiny_model(path, hidden=8)
 
 
 def write_project(root: Path, model: Path | None = None) -> Path:
