@@ -45,6 +45,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "buildgen.ninja.cli_build", "gen, then ninja [names...] [-j N -k N -n -v] [-- args]", True
     ),
     "clean": Subcommand("buildgen.ninja.cli_clean", "remove what the build wrote"),
+    "run": Subcommand(
+        "buildgen.run.cli", "build a model, run it on inputs (an .npz or random), --compare"
+    ),
     "targets": Subcommand(
         "buildgen.targets.cli", "list target kinds, attributes and tags; --show one target"
     ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,17 +97,32 @@ class CodeWeights(Mapping[str, "np.ndarray"]):
         return [self._paths[0], *([self._paths[1]] if self._large is not None else [])]
 
 
-def _load_constants(graph: Graph, path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    import numpy as np
+def with_constants(graph: Graph, constants_path: str | os.PathLike[str]) -> Graph:
+    """`graph` carrying its small weights' values from constants.bin (Graph.constant)."""
+    return replace(graph, constant_values=_load_constants(graph, constants_path))
 
+
+def with_constants_from_weights(graph: Graph, weights_blob: bytes) -> Graph:
+    """`graph` carrying its small weights' values, cut from weights.bin's bytes."""
+    data = constants_blob(graph, weights_blob)
+    return replace(graph, constant_values=_constant_arrays(graph, data, "<weights>"))
+
+
+def _load_constants(graph: Graph, path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise error(f"{os.fspath(path)}: cannot read constants file: {exc.strerror or exc}"
                     ) from exc
+    return _constant_arrays(graph, data, os.fspath(path))
+
+
+def _constant_arrays(graph: Graph, data: bytes, where: str) -> dict[str, np.ndarray]:
+    import numpy as np
+
     if len(data) != constants_size(graph):
         raise error(
-            f"{os.fspath(path)}: constants file has {len(data)} bytes but graph "
+            f"{where}: constants file has {len(data)} bytes but graph "
             f"'{graph.name}' expects {constants_size(graph)}",
             hint="the graph and constants files come from different imports; re-run the import",
         )

@@ -3,16 +3,24 @@
 A Graph is what the importer produces and every later stage reads: tensors with static
 shapes and dtypes, nodes in topological order carrying their ONNX attributes, and
 weights described by (offset, size) into one raw weights file kept beside the graph.
-Weight bytes are never held in the IR itself, so the IR stays small, hashable and cheap
-to load in stages that do not need the numbers.
+Weight bytes are not part of the IR, so it stays small, hashable and cheap to load in
+stages that do not need the numbers. A stage that judges nodes by their constant inputs
+(partitioning: a backend declines a Resize for its scales) loads the small weights'
+values beside the graph (buildgen/ir/constants.py: with_constants), and reads them
+through Graph.constant.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 from math import prod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class DType(str, Enum):
@@ -104,6 +112,11 @@ class Graph:
     weights: tuple[Weight, ...]
     opset: int
     source: str = ""  # the ONNX file it came from, for messages and generated comments
+    # The small weights' values (constants.bin) when a stage loaded them; neither part of
+    # the graph's identity nor of graph.json.
+    constant_values: Mapping[str, np.ndarray] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @cached_property
     def _types(self) -> dict[str, TensorType]:
@@ -140,6 +153,13 @@ class Graph:
 
     def weight(self, name: str) -> Weight:
         return self._weights_by_name[name]
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of weight `name` when the graph carries its constants and it is one of
+        them (a small weight); else None, and a caller judges the node without it."""
+        if self.constant_values is None:
+            return None
+        return self.constant_values.get(name)
 
     def producer(self, name: str) -> Node | None:
         return self._producers.get(name)

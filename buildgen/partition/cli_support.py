@@ -102,11 +102,13 @@ def prepare(args: argparse.Namespace, outputs_of: str) -> tuple[GenResult, list[
 
 
 def load(build_dir: Path, pair: Pair, *, partition: bool = True) -> Loaded:
+    from buildgen.ir.constants import with_constants
     from buildgen.ir.serialize import load_graph
     from buildgen.partition.serialize import load_partition
     from buildgen.targets import load_target_file
 
     graph = load_graph((build_dir / pair.graph_files.graph).read_text())
+    graph = with_constants(graph, build_dir / pair.graph_files.constants)
     target = load_target_file(build_dir / pair.files.target_file)
     part = load_partition(build_dir / pair.files.partition) if partition else None
     return Loaded(pair, graph, target, part)

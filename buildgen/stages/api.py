@@ -59,9 +59,11 @@ def import_model(
 ) -> ImportedModel:
     """An ONNX file -> graph IR + weights, with dynamic input dims fixed by `inputs`."""
     from buildgen.importer import import_model as run_import
+    from buildgen.ir.constants import with_constants_from_weights
 
     result = run_import(Path(source), dict(inputs or {}), model_name=name)
-    return ImportedModel(result.graph, result.weights_blob)
+    graph = with_constants_from_weights(result.graph, result.weights_blob)
+    return ImportedModel(graph, result.weights_blob)
 
 
 def resolve_target(target: str | Mapping[str, Any]) -> ResolvedTarget:

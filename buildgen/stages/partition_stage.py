@@ -1,4 +1,5 @@
-"""partition: graph.json + the target (+ pins, records, a user's partition) -> partition.json.
+"""partition: graph.json, constants.bin + the target (+ pins, records, a user's partition)
+-> partition.json.
 
 The priority policy reads the target's partition view (options/target.json); the cost
 policy reads the whole target.json, since every option that changes a kernel's speed is
@@ -20,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--target", required=True, help="target file (options/target.json)")
     parser.add_argument("--graph", required=True)
+    parser.add_argument(
+        "--constants", help="constants.bin: backends decline nodes by their constant inputs"
+    )
     parser.add_argument(
         "--pin", action="append", default=[], metavar="PATTERN=BACKEND",
         help="a node (or pattern) the named backend must run (repeatable)",
@@ -52,6 +56,7 @@ def parse_pin(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
+    from buildgen.ir.constants import with_constants
     from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.partition.cost.records import load_records
     from buildgen.partition.custom import load_step, load_user_partition
@@ -73,6 +78,8 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     )
     text = Path(args.graph).read_text()
     graph = load_graph(text)
+    if args.constants:
+        graph = with_constants(graph, args.constants)
     target = load_target_file(args.target)
     partition = make_partition(graph, target, args.model, graph_digest(text), options)
     result: dict[str, bytes | str] = {args.out: dump_partition(partition)}

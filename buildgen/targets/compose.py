@@ -14,6 +14,9 @@ The rules, checked here and nowhere else:
     is listed is its priority.
   * an external codegen's unset attributes that its rules inherit are filled from its host
     or device, so its options are complete on their own.
+  * a host naming a triple (rules' `cross`) gets that triple's compiler when it names none;
+    with another architecture's triple, no member may be a kind that builds only for the
+    build machine (rules' `native_only`), and ISA levels must be the triple's.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from buildgen.targets.attributes import DEFAULT_HOST, default_instance
+from buildgen.targets.cross import build_arch, is_foreign, rule_triple, target_arch
 from buildgen.targets.expand import Expander, Member, Site
 from buildgen.targets.kinds import Role, TargetKind
 from buildgen.targets.model import ResolvedTarget, TargetInstance
@@ -46,6 +50,10 @@ def compose(ex: Expander, name: str, members: tuple[Member, ...], site: Site) ->
         return None
     if host is None:
         host = Member(default_instance(DEFAULT_HOST), site)
+    others = [*accelerators, *((device,) if device else ())]
+    if not _cross_ok(ex, host, others):
+        return None
+    host = _cross_compiler(host)
     filled: list[Member] = []
     for acc in accelerators:
         kind = get_kind(acc.kind)
@@ -139,6 +147,54 @@ def _missing_base(
         f"{host.kind!r}",
         f"use host: {{kind: {base.name}}}",
     )
+
+
+def _cross_ok(ex: Expander, host: Member, others: list[Member]) -> bool:
+    """Whether the host's triple (if any) and the other members go together; each problem
+    is reported at the member (or attribute) to change."""
+    kind = get_kind(host.kind)
+    attrs = dict(host.instance.attrs)
+    triple = rule_triple(kind.toolchain.cross, attrs)
+    if triple is None:
+        return True
+    ok = True
+    arch = target_arch(triple)
+    where = f"triple {triple!r} ({arch}; this machine is {build_arch()})"
+    if is_foreign(triple):
+        for member in others:
+            reason = get_kind(member.kind).native_only
+            if reason is None:
+                continue
+            slot = "device" if member.role is Role.DEVICE else "accelerators"
+            ex.fail(member.site, f"{member.kind!r} cannot build for the host's {where}: "
+                    f"{reason}",
+                    f"drop {member.kind!r} from the composite's {slot} and build for "
+                    f"{triple} with the {host.kind} host alone ({{kind: {host.kind}, "
+                    f"triple: {triple}}}); or build on an {arch} machine without the triple")
+            ok = False
+    levels_rule = kind.toolchain.isa_variants
+    if levels_rule and levels_rule.attr in host.written and attrs.get(levels_rule.attr):
+        known = dict(levels_rule.defaults)
+        if arch not in known:
+            ex.fail(host.site.at(levels_rule.attr),
+                    f"{levels_rule.attr} are levels of {', '.join(sorted(known))}, not of "
+                    f"the host's {where}",
+                    f"unset {levels_rule.attr}; pin the instruction set with march "
+                    "(armv8.2-a+dotprod) or tune with mcpu (cortex-a76)")
+            ok = False
+    return ok
+
+
+def _cross_compiler(host: Member) -> Member:
+    """`host` with its triple's compiler (aarch64-linux-gnu-gcc) where it names none, so
+    the canonical target says which compiler every command runs."""
+    rule = get_kind(host.kind).toolchain.cross
+    triple = rule_triple(rule, dict(host.instance.attrs))
+    if rule is None or triple is None or rule.compiler_attr in host.written:
+        return host
+    compiler = rule.compiler.format(triple=triple)
+    return Member(host.instance.with_attrs({rule.compiler_attr: compiler}), host.site,
+                  host.written)
 
 
 def _inherit(kind: TargetKind, inst: TargetInstance, base: TargetInstance) -> TargetInstance:

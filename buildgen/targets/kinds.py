@@ -66,6 +66,18 @@ class IsaVariantsRule:
 
 
 @dataclass(frozen=True)
+class CrossRule:
+    """Building for another machine (rules' `cross`): attribute `triple_attr` names its
+    triple; with one, an unset `compiler_attr` becomes `compiler` (over {triple}), and a
+    clang compiler gets `clang_flags` (gcc is built for one target)."""
+
+    triple_attr: str
+    compiler_attr: str
+    compiler: str
+    clang_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ToolchainRule:
     language: str  # "c", "cxx" or "cuda"
     compiler: str  # a template over the kind's attributes, e.g. "{cc}"
@@ -83,6 +95,7 @@ class ToolchainRule:
     # CMAKE_<LANG>_COMPILER_LAUNCHER
     launcher_attr: str | None = None
     isa_variants: IsaVariantsRule | None = None
+    cross: CrossRule | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,9 @@ class TargetKind:
     # "module:Class" measuring the kind's tuning records (rules `tuning: {tuner: ...}`); a kind
     # with one reads the model's records file at codegen.
     tuner: str | None = None
+    # Why the kind builds only for the build machine's architecture (rules `native_only`),
+    # or None: it follows the host's triple.
+    native_only: str | None = None
 
     @property
     def reads_records(self) -> bool:
@@ -166,7 +182,15 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         discover=data.get("discover"),
         launcher_attr=data.get("launcher_attr"),
         isa_variants=_isa_variants(data.get("isa_variants")),
+        cross=_cross(data.get("cross")),
     )
+
+
+def _cross(data: dict[str, Any] | None) -> CrossRule | None:
+    if data is None:
+        return None
+    return CrossRule(data["triple_attr"], data["compiler_attr"], data["compiler"],
+                     _templates(data.get("clang_flags", ())))
 
 
 def _isa_variants(data: dict[str, Any] | None) -> IsaVariantsRule | None:
@@ -215,6 +239,7 @@ def load_kind(
         cost=load_cost(data.get("cost")),
         shared_kernels=load_shared_kernels(data.get("shared_kernels")),
         tuner=data.get("tuning", {}).get("tuner"),
+        native_only=data.get("native_only"),
     )
     problems = _kind_problems(kind, rules_file.stem)
     if problems:
@@ -272,6 +297,11 @@ def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
     if tc.isa_variants:
         named += [a for a in (tc.isa_variants.attr, tc.isa_variants.unless) if a]
         named += [f for t in tc.isa_variants.flags for f in template_fields(t) if f != "item"]
+    if tc.cross:
+        named += [tc.cross.triple_attr, tc.cross.compiler_attr]
+        named += [f for t in tc.cross.clang_flags for f in template_fields(t)]
+        if set(template_fields(tc.cross.compiler)) - {"triple"}:
+            problems.append(f"{where}: cross: compiler may use only {{triple}}")
     for template in (tc.compiler, *tc.flags, *tc.link_flags):
         named += template_fields(template)
     for _, templates in (*tc.optional_flags, *tc.optional_link_flags):

@@ -5,6 +5,7 @@ and whether buildgen can build them. Every problem is located in the manifest.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from buildgen.errors import BuildgenError, Diagnostic, error
@@ -12,6 +13,7 @@ from buildgen.manifest import Manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.targets.attributes import did_you_mean
 from buildgen.targets.compose import Composed
+from buildgen.targets.cross import compiler_install_hint, host_triple
 from buildgen.targets.expand import Definition, Expander, Scope, Site
 from buildgen.targets.model import ResolvedTarget
 from buildgen.targets.registry import has_code_generator, registered_kinds
@@ -67,6 +69,7 @@ class ManifestTargets:
                 if not has_code_generator(kind):
                     site = composed.site(kind)
                     by_site.setdefault((site.path, site.via), []).append(kind)
+            self._cross_compiler_installed(name, composed)
             for kinds in by_site.values():
                 what = (f"kind {kinds[0]!r} has" if len(kinds) == 1
                         else f"kinds {', '.join(map(repr, kinds))} have")
@@ -77,6 +80,28 @@ class ManifestTargets:
                     f"`buildgen targets --show {name}` still resolves it; kinds that build "
                     f"today: {', '.join(able)}",
                 )
+
+
+    def _cross_compiler_installed(self, name: str, composed: Composed) -> None:
+        """A triple's compiler must be installed: checked at gen, where the manifest can
+        be pointed at, rather than by every compile failing under ninja."""
+        target = composed.target
+        triple = host_triple(target)
+        rule = registered_kinds()[target.host_kind].toolchain.cross
+        if triple is None or rule is None:
+            return
+        compiler = str(dict(target.host.attrs).get(rule.compiler_attr) or "")
+        if not compiler or shutil.which(compiler) is not None:
+            return
+        default = rule.compiler.format(triple=triple)
+        hint = (compiler_install_hint(triple) if compiler == default else
+                f"install {compiler!r}, or unset {rule.compiler_attr} to use {default}")
+        self.expander.fail(
+            composed.site(target.host_kind).at(rule.triple_attr),
+            f"target {name!r} builds for triple {triple!r} with {compiler!r}, which is not "
+            "installed (not an executable on PATH)",
+            hint,
+        )
 
 
 def _rename_hint(name: str, data: object, taken: set[str]) -> str:

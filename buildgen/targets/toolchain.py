@@ -10,12 +10,12 @@ its paths are on the command lines (a moved library re-runs what it affects).
 from __future__ import annotations
 
 import importlib
-import platform
 import shutil
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from buildgen.errors import BuildgenError, Diagnostic
+from buildgen.targets.cross import is_clang, rule_triple, target_arch
 from buildgen.targets.kinds import template_fields
 from buildgen.targets.registry import get_kind
 
@@ -76,13 +76,20 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         ldflags += list(attrs.get(rule.extra_link_flags_attr) or ())
     depth = attrs.get(rule.pool_depth_attr) if rule.pool_depth_attr else None
     launcher = _launcher(rule.launcher_attr, attrs, kind)
-    variants = _variants(rule.isa_variants, attrs, kind)
+    triple = rule_triple(rule.cross, attrs)
+    variants = _variants(rule.isa_variants, attrs, kind, triple)
     pinned = rule.isa_variants and rule.isa_variants.unless
+    cc = _format(rule.compiler, attrs, kind)
+    # gcc is built for one target (the triple's gcc was picked at resolution); a clang is
+    # told the target on every command, the link included.
+    target_flags: list[str] = []
+    if rule.cross and triple and is_clang(cc):
+        target_flags = [_format(f, attrs, kind) for f in rule.cross.clang_flags]
     return Toolchain(
         language=rule.language,
-        cc=_format(rule.compiler, attrs, kind),
-        cflags=tuple(cflags),
-        ldflags=tuple(ldflags),
+        cc=cc,
+        cflags=(*target_flags, *cflags),
+        ldflags=(*target_flags, *ldflags),
         pool=rule.pool,
         pool_depth=depth,
         launcher=launcher,
@@ -92,17 +99,18 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
 
 
 def _variants(
-    rule: IsaVariantsRule | None, attrs: Mapping[str, Any], kind: str
+    rule: IsaVariantsRule | None, attrs: Mapping[str, Any], kind: str, triple: str | None
 ) -> tuple[IsaVariant, ...]:
     """One compile per instruction-set level, or () for one compile: no rule, the pinning
-    attribute (march) set, or no levels known for this machine's architecture."""
+    attribute (march) set, or no levels known for the target's architecture (the
+    `triple`'s, else the build machine's: an aarch64 library gets no x86 -march)."""
     from buildgen.targets.model import IsaVariant
 
     if rule is None or (rule.unless and attrs.get(rule.unless)):
         return ()
     levels = attrs.get(rule.attr)
     if levels is None:
-        levels = dict(rule.defaults).get(platform.machine(), ())
+        levels = dict(rule.defaults).get(target_arch(triple), ())
     return tuple(
         IsaVariant(level, tuple(_format(t, {**attrs, "item": level}, kind) for t in rule.flags))
         for level in levels

@@ -25,7 +25,7 @@ def test_the_listing_names_every_kind_attribute_default_and_tag(capsys):
     assert "no code generator yet" not in out  # every built-in kind declares its backend
     for name in registered_tags():
         assert f"  {name} " in out
-    assert "x86-fast      onednn > openblas > c {march: \"x86-64-v3\"}" in out
+    assert "x86-fast         onednn > openblas > c {march: \"x86-64-v3\"}" in out
 
 
 def test_the_listing_can_be_narrowed_to_some_names(capsys):

@@ -28,11 +28,14 @@ class GeluMatch:
 
 
 def _const(graph: Graph, values: Mapping[str, float] | None, name: str) -> float | None:
-    """A scalar constant's value: from `values` when given, else any scalar weight (None
-    means 'some constant', enough for decline_reason, which has no weights)."""
+    """A scalar constant's value: from `values` when given, else from the graph's constants;
+    NaN ('some constant') when neither has it (a graph loaded without its constants)."""
     if not graph.is_weight(name) or graph.type_of(name).numel != 1:
         return None
-    return values.get(name, math.nan) if values is not None else math.nan
+    if values is not None:
+        return values.get(name, math.nan)
+    carried = graph.constant(name)
+    return math.nan if carried is None else float(carried.reshape(-1)[0])
 
 
 def _close(value: float | None, expected: float) -> bool:
@@ -86,8 +89,8 @@ def _match_from(graph: Graph, scale: Node, values: Mapping[str, float] | None
 def gelu_at(graph: Graph, node: Node, values: Mapping[str, float] | None = None
             ) -> GeluMatch | None:
     """The GELU subgraph `node` belongs to, if any. `values` (weight name -> scalar) checks
-    the constants' values; without it any scalar constant is taken (decline_reason, which
-    sees no weights; codegen checks again with the values)."""
+    the constants' values; without it, the graph's constants do (decline_reason), or, when
+    the graph carries none, any scalar constant is taken and codegen checks the values."""
     # The x / sqrt(2) node is at most four producers back from any node of the match.
     frontier, seen = [node], set()
     for _ in range(5):

@@ -12,8 +12,9 @@ oneDNN's: half_pixel (and pytorch_half_pixel, half_pixel_symmetric) linear resiz
 nearest resizing wherever the rounding agrees (e.g. Upsample by an integer factor, whose
 asymmetric floor picks what oneDNN's half-pixel rounding picks).
 
-decline_reason sees no weights, so it checks with the scale out / in (what `sizes` gives);
-codegen checks again with the constant scales and fails with a hint when they disagree.
+decline_reason checks with the constant scales the graph carries (Graph.constant: the
+partition stage loads constants.bin), or with the scale out / in (what `sizes` gives) when
+it carries none; codegen checks again with the scales and fails with a hint if they disagree.
 """
 
 from __future__ import annotations
@@ -190,9 +191,7 @@ def resample_reason(node: Node, graph: Graph) -> str | None:
         name = _operand(node, graph, what)
         if name and not graph.is_weight(name):
             return f"{node.op} with run-time {what}"
-    if node.op == "Upsample" and node.has_attr("scales"):
-        return sampling_reason(node, graph, _attr_scales(node))
-    return sampling_reason(node, graph, None)
+    return sampling_reason(node, graph, node_scales(node, graph, graph.constant_values))
 
 
 def _attr_scales(node: Node) -> list[float]:
@@ -203,15 +202,13 @@ def _attr_scales(node: Node) -> list[float]:
 
 def node_scales(node: Node, graph: Graph, weights: Mapping[str, np.ndarray] | None
                 ) -> list[float] | None:
-    """The node's per-axis scales from its constants (None: given as sizes, out / in)."""
+    """The node's per-axis scales from its constants (None: given as sizes, out / in, or
+    unknown because `weights` lacks them)."""
     if node.op == "Upsample" and node.has_attr("scales"):
         return _attr_scales(node)
     name = _operand(node, graph, "scales")
-    if not name:
+    if not name or weights is None or name not in weights:
         return None
-    if weights is None or name not in weights:
-        raise error(f"{node.op} '{node.name}': its scales '{name}' are needed at codegen, "
-                    "but no weights were given")
     values = [float(v) for v in np.asarray(weights[name], dtype=np.float32).reshape(-1)]
     rank = graph.type_of(node.inputs[0]).rank
     axes = node.attr("axes", tuple(range(rank)))
@@ -226,6 +223,10 @@ def node_scales(node: Node, graph: Graph, weights: Mapping[str, np.ndarray] | No
 def check_sampling(node: Node, graph: Graph, weights: Mapping[str, np.ndarray] | None) -> str:
     """The oneDNN resampling algorithm of a node decline_reason took, after checking its
     constant scales (an error when they make ONNX sample elsewhere)."""
+    name = _operand(node, graph, "scales")
+    if name and (weights is None or name not in weights):
+        raise error(f"{node.op} '{node.name}': its scales '{name}' are needed at codegen, "
+                    "but no weights were given")
     reason = sampling_reason(node, graph, node_scales(node, graph, weights))
     if reason is not None:
         raise error(f"onednn backend cannot run node '{node.name}' ({node.op}): {reason}",

@@ -14,11 +14,13 @@ Weights must be constants: the module permutes their gates once at create, into 
 ldigo layout, and reorders them into the layout the primitive prefers. Declined, with the
 reason the partitioner reports: run-time W, R or B, peepholes (P), clip, input_forget,
 activations other than the defaults (RNN: one of Tanh, Relu, Sigmoid for every direction),
-layout=1, a left-out Y, a run-time sequence_lens (a constant one must give every sequence
-all T steps: codegen checks its values).
+layout=1, a left-out Y, a run-time sequence_lens, and a constant one that does not give
+every sequence all T steps (judged from the graph's constants; codegen checks again).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from buildgen.ir import Graph, Node
 
@@ -71,6 +73,22 @@ def _activation_reason(node: Node) -> str | None:
             "has the default activations only")
 
 
+def lengths_reason(node: Node, steps: int, lengths: np.ndarray) -> str | None:
+    """Why a constant sequence_lens keeps oneDNN off the node (every sequence must run
+    all T steps), or None."""
+    values = sorted({int(v) for v in np.asarray(lengths).reshape(-1)})
+    if values == [steps]:
+        return None
+    return f"{node.op} sequence_lens {values} (oneDNN runs every sequence for all {steps} steps)"
+
+
+def _lengths_reason(node: Node, graph: Graph, lens: str) -> str | None:
+    value = graph.constant(lens) if lens else None
+    if value is None:  # no sequence_lens, or the graph carries no constants: codegen checks
+        return None
+    return lengths_reason(node, graph.type_of(node.inputs[0]).shape[0], value)
+
+
 def rnn_reason(node: Node, graph: Graph) -> str | None:
     """decline_reason of an LSTM, GRU or RNN node (float32 is checked by the caller)."""
     op = node.op
@@ -98,6 +116,9 @@ def rnn_reason(node: Node, graph: Graph) -> str | None:
     if lens and not graph.is_weight(lens):
         return (f"{op} with a run-time sequence_lens: oneDNN runs every sequence for all "
                 "T steps")
+    reason = _lengths_reason(node, graph, lens)
+    if reason:
+        return reason
     if not node.outputs or not node.outputs[0]:
         return f"{op} with Y left out (oneDNN writes Y; the c host skips it)"
     if graph.type_of(node.inputs[0]).rank != 3:

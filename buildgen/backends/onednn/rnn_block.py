@@ -18,6 +18,7 @@ from buildgen.backends.onednn.rnn import (
     SEQUENCE_LENS,
     directions,
     given,
+    lengths_reason,
     rnn_activation,
 )
 from buildgen.errors import error
@@ -54,10 +55,9 @@ def _check_lengths(ctx: Context, node: Node, steps: int) -> None:
     if ctx.weights is None or lens not in ctx.weights:
         raise error(f"{node.op} '{node.name}': its sequence_lens '{lens}' is needed at codegen, "
                     "but no weights were given")
-    values = sorted({int(v) for v in np.asarray(ctx.weights[lens]).reshape(-1)})
-    if values != [steps]:
-        raise error(f"onednn backend cannot run node '{node.name}' ({node.op}): sequence_lens "
-                    f"{values} (oneDNN runs every sequence for all {steps} steps)",
+    reason = lengths_reason(node, steps, ctx.weights[lens])
+    if reason:
+        raise error(f"onednn backend cannot run node '{node.name}' ({node.op}): {reason}",
                     hint=f"pin '{node.name}' to c in the manifest; the c host masks each "
                     "sequence's steps")
 

@@ -77,6 +77,8 @@ def resize_declined() -> onnx.ModelProto:
                              coordinate_transformation_mode="asymmetric"))
     b.outputs.append(resize_node(b, x, "cubic", scales=[1, 1, 2, 2], mode="cubic"))
     b.outputs.append(resize_node(b, x, "channels", sizes=[1, 6, 6, 8]))
+    # 6 * 1.3 -> 7 rows: ONNX samples at (j + 0.5) / 1.3, oneDNN at (j + 0.5) * 6 / 7.
+    b.outputs.append(resize_node(b, x, "frac", scales=[1, 1, 1.3, 1.3], mode="linear"))
     return b.model()
 
 
@@ -123,7 +125,7 @@ IMAGE_CASES = (
      ("/near_up2", "/lin_sizes", "/lin_torch", "/near_asym", "/near_down_ceil", "/lin_3d",
       "/near_1d", "/mid"), ()),
     (Case("resize_declined", resize_declined, {"x": (1, 3, 6, 8)}, ()),
-     (), ("/align", "/near_down_floor", "/lin_asym", "/cubic", "/channels")),
+     (), ("/align", "/near_down_floor", "/lin_asym", "/cubic", "/channels", "/frac")),
     (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
 )
 

@@ -5,6 +5,7 @@ reason naming the attribute, and every library agrees with onnxruntime."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,8 @@ def test_lrn_declines(tmp_path: Path) -> None:
 
 def test_recurrent_declines(tmp_path: Path) -> None:
     """What onnxruntime cannot run either (so no build compares it): layout=1; and a
-    constant sequence_lens with shorter sequences, which fails at codegen with a hint."""
+    constant sequence_lens with shorter sequences, declined for its values when the graph
+    carries its constants (as in the partition stage), else refused at codegen with a hint."""
     backend = OneDNNBackend()
     b = Builder("recurrent_odd")
     b.outputs += recurrent_node(b, "RNN", b.input("xb", [2, 5, 4]), "batch_first", 3, 4,
@@ -136,20 +138,27 @@ def test_recurrent_declines(tmp_path: Path) -> None:
     batch_first, short, mixed = graph.nodes
     assert backend.decline_reason(batch_first, graph).startswith("RNN layout=1 (batch first)")
     assert backend.decline_reason(mixed, graph).startswith("RNN activations=['Tanh', 'Relu']")
-    assert backend.decline_reason(short, graph) is None  # its values are read at codegen
+    assert backend.decline_reason(short, graph) is None  # no constants: codegen checks
+    carrying = replace(graph, constant_values=weights)
+    assert backend.decline_reason(graph.node("/short"), carrying) == (
+        "GRU sequence_lens [3, 5] (oneDNN runs every sequence for all 5 steps)")
     partition = one_region(graph, "onednn", ["/short"])
     with pytest.raises(BuildgenError, match=r"sequence_lens \[3, 5\]"):
         backend.generate("m", graph, partition, {}, weights)
 
 
-def test_scales_that_are_not_out_over_in_fail_at_codegen(tmp_path: Path) -> None:
-    """decline_reason sees no weights and checks with out / in; codegen checks the constant
-    scales and names the node to pin when ONNX samples elsewhere (5 * 1.5 -> 7, not 7 / 5)."""
+def test_scales_that_are_not_out_over_in_decline(tmp_path: Path) -> None:
+    """With the graph's constants (the partition stage loads them) decline_reason judges the
+    scales themselves; without them it checks out / in, and codegen checks the scales and
+    names the node to pin when ONNX samples elsewhere (5 * 1.5 -> 7, not 7 / 5)."""
     b = Builder("fractional")
     x = b.input("x", [1, 2, 5, 5])
     b.outputs.append(resize_node(b, x, "frac", scales=[1, 1, 1.5, 1.5], mode="linear"))
     graph, weights = imported(b.model(), {"x": (1, 2, 5, 5)}, tmp_path)
     backend = OneDNNBackend()
+    carrying = replace(graph, constant_values=weights)
+    assert "scale 1.5 (not out / in = 7 / 5)" in (
+        backend.decline_reason(carrying.nodes[0], carrying) or "")
     assert backend.decline_reason(graph.nodes[0], graph) is None
     with pytest.raises(BuildgenError, match=r"scale 1.5 \(not out / in = 7 / 5\)"):
         backend.generate("m", graph, one_region(graph, "onednn"), {}, weights)

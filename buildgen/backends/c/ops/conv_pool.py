@@ -1,5 +1,6 @@
 """Conv (bg_conv2d), MaxPool/AveragePool (bg_*pool2d, bg_*pool3d) and the global pools.
-1-D variants run as 2-D with a height of one. ConvTranspose is in conv_transpose.py.
+1-D variants run as 2-D with a height of one. 3-D Conv is in conv3d.py, ConvTranspose in
+conv_transpose.py.
 """
 
 from __future__ import annotations
@@ -142,11 +143,17 @@ def _lower_conv(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     node = nodes[0]
     x, wt, b = node.inputs[0], node.inputs[1], input_at(node, 2)
     y = nodes[-1].outputs[0]
-    geometry = window(node, ctx.shape(x), ctx.shape(node.outputs[0]), ctx.shape(wt)[2:])
-    group = int_attr(node, "group", 1)
     ep = build_epilogue(ctx, node, nodes[1:])
     if b and not ep.batchnorm:
         ep = Epilogue(b, 0, ep.activation)
+    channels = ctx.shape(node.outputs[0])[1]
+    if len(ctx.shape(wt)) == 5:
+        from buildgen.backends.c.ops.conv3d import lower_conv3d  # it imports spatial() here
+
+        folded = _folded_batchnorm(ep.batchnorm, channels, b) if ep.batchnorm else None
+        return lower_conv3d(ctx, nodes, ep, folded)
+    geometry = window(node, ctx.shape(x), ctx.shape(node.outputs[0]), ctx.shape(wt)[2:])
+    group = int_attr(node, "group", 1)
     fields = _conv_fields(geometry, group)
     # Constant filters of the GEMM form are packed once, at create (depthwise reads them as
     # they are: 0 packed bytes).
@@ -292,6 +299,10 @@ def spatial_reason(node: Node, graph: Graph, lo: int = 1, hi: int = 2) -> str | 
     return float_reason(node, graph)
 
 
+def _check_conv(node: Node, graph: Graph) -> str | None:
+    return spatial_reason(node, graph, 1, 3)
+
+
 def _check_pool(node: Node, graph: Graph) -> str | None:
     if node.op == "MaxPool" and len([o for o in node.outputs if o]) > 1:
         return "MaxPool with an Indices output not supported"
@@ -320,7 +331,7 @@ def _check_global(node: Node, graph: Graph) -> str | None:
 
 
 ENTRIES = (
-    OpEntry("Conv", "kernel", spatial_reason, lower=_lower_conv),
+    OpEntry("Conv", "kernel", _check_conv, lower=_lower_conv),
     OpEntry("MaxPool", "kernel", _check_pool, lower=_lower_pool),
     OpEntry("AveragePool", "kernel", _check_pool, lower=_lower_pool),
     OpEntry("GlobalAveragePool", "kernel", _check_global, lower=_lower_global_pool),
