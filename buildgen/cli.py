@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import importlib
 import os
 import sys
@@ -22,11 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from buildgen import __version__
-from buildgen.errors import BuildgenError
+from buildgen.errors import STORAGE_ERRNOS, BuildgenError, os_error
 from buildgen.term import color_enabled
-
-# Errors of the disk itself (full, over quota, failing, read-only): reported as errors.
-_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 
 
 @dataclass(frozen=True)
@@ -141,11 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: said like an error, the traceback in a crash report
-        if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
-            # A full or failing disk is the machine's trouble, not a bug: say which file.
-            where = f": {exc.filename}" if exc.filename else ""
-            problem = BuildgenError(f"{exc.strerror or exc}{where}")
-            print(problem.render(color_enabled(sys.stderr)), file=sys.stderr)
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            print(os_error(exc).render(color_enabled(sys.stderr)), file=sys.stderr)
             return 1
         internal = _internal_error(exc, top.command, args)
         print(internal.render(color_enabled(sys.stderr)), file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 from buildgen.term import severity
@@ -84,6 +85,17 @@ def error(
     message: str, location: SourceLocation | None = None, hint: str | None = None
 ) -> BuildgenError:
     return BuildgenError(Diagnostic(message, location, hint))
+
+
+# Errors of the disk itself (full, over quota, failing, read-only): the machine's trouble,
+# not a bug, so they are reported as errors rather than as internal ones.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+
+
+def os_error(exc: OSError) -> BuildgenError:
+    """`exc` as a user reads it: what failed, and on which file."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return BuildgenError(f"{exc.strerror or exc}{where}")
 
 
 def in_file(exc: BuildgenError, path: str) -> BuildgenError:

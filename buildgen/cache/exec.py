@@ -38,6 +38,7 @@ from buildgen.cache.restore import restore
 from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, load_settings
 from buildgen.cache.store import LocalStore
 from buildgen.cache.tools import Memo
+from buildgen.errors import os_error
 
 if TYPE_CHECKING:
     from buildgen.cache.remote import RemoteCache
@@ -82,8 +83,7 @@ def main(argv: Sequence[str]) -> int:
         except KeyboardInterrupt:  # ninja was interrupted: it reports that, not a traceback
             return 130
         except OSError as exc:  # the build folder cannot be written (a full or failing disk)
-            where = f": {exc.filename}" if exc.filename else ""
-            print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+            print(os_error(exc).render(), file=sys.stderr)
             outcome, code = "ran", 1
     else:
         outcome, code = "ran", run_command(spec).code

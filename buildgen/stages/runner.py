@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Protocol
 
 from buildgen import __version__
-from buildgen.errors import BuildgenError
+from buildgen.errors import BuildgenError, os_error
 from buildgen.fsutil import write_if_changed
 from buildgen.stages import STAGES
-from buildgen.term import color_enabled, severity
+from buildgen.term import color_enabled
 
 
 class StageModule(Protocol):
@@ -89,9 +89,7 @@ def run_stage(stage: StageModule, args: argparse.Namespace, name: str = "") -> i
         return 1
     except OSError as exc:  # an input that cannot be read, an output that cannot be written
         _remove(declared)
-        where = f": {exc.filename}" if exc.filename else ""
-        word = severity("error", color_enabled(sys.stderr))
-        print(f"{word} {exc.strerror or exc}{where}", file=sys.stderr)
+        print(os_error(exc).render(color_enabled(sys.stderr)), file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: located like an error, the traceback in a file
         _remove(declared)

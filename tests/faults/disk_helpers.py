@@ -366,3 +366,27 @@ def restored(build_dir: Path, offset: int = 0) -> int:
     return sum(json.loads(line)["outcome"] == "local" for line in lines)
 
 
+def built_beside_faulty_cache(trials: Trials, trial: str, build: Build, ref: Reference,
+                              project: Path, what: str) -> bool:
+    """A build beside a faulty (`what`: full, failing) cache succeeded with the reference
+    bytes, as a cache only ever costs hits; False, with the trial marked bad, if not."""
+    if build.code != 0 or "Traceback" in build.output:
+        trials.bad(trial, f"a {what} cache failed the build", build)
+        return False
+    if problem := same_bytes(products(project / "build"), ref.products):
+        trials.bad(trial, f"wrong outputs beside a {what} cache: {problem}", build)
+        return False
+    trials.counts["built right"] += 1
+    trials.counts["warnings"] += build.output.count("buildgen cache:")
+    return True
+
+
+def check_cache_restores(trials: Trials, trial: str, ref: Reference, cache: Path,
+                         fresh: Path) -> None:
+    """After the fault: the cache holds no damaged file, and a fresh copy of the project
+    (`fresh`) built with it restores what it kept and matches the reference."""
+    for problem in cache_damage(cache):
+        trials.bad(trial, f"damaged cache file {problem}")
+    check_rebuild(trials, trial, ref, fresh, cache)
+    trials.counts["restored actions"] += restored(fresh / "build")
+

@@ -41,12 +41,10 @@ from disk_helpers import (
     Builder,
     Reference,
     Trials,
-    cache_damage,
+    built_beside_faulty_cache,
+    check_cache_restores,
     check_rebuild,
     judge_failure,
-    products,
-    restored,
-    same_bytes,
     stop_workers_after,
     trial_count,
     write_project,
@@ -324,17 +322,7 @@ def test_a_failing_cache_folder_costs_only_hits(shimmed, tmp_path):
         trials.counts["trials"] += 1
         env, _ = setup.faults(cache, after)
         first = setup.builder.build(project, cache, **env)
-        if first.code != 0 or "Traceback" in first.output:
-            trials.bad(trial, "a failing cache failed the build", first)
-            continue
-        if problem := same_bytes(products(project / "build"), ref.products):
-            trials.bad(trial, f"wrong outputs beside a failing cache: {problem}", first)
-            continue
-        trials.counts["built right"] += 1
-        trials.counts["warnings"] += first.output.count("buildgen cache:")
-        for problem in cache_damage(cache):
-            trials.bad(trial, f"damaged cache file {problem}")
-        again = write_project(tmp_path / f"second-{index}", ref.model)
-        check_rebuild(trials, trial, ref, again, cache)
-        trials.counts["restored actions"] += restored(again / "build")
+        if built_beside_faulty_cache(trials, trial, first, ref, project, "failing"):
+            again = write_project(tmp_path / f"second-{index}", ref.model)
+            check_cache_restores(trials, trial, ref, cache, again)
     trials.check()

@@ -29,14 +29,12 @@ from disk_helpers import (
     Builder,
     Reference,
     Trials,
-    cache_damage,
+    built_beside_faulty_cache,
+    check_cache_restores,
     check_rebuild,
     judge_failure,
-    products,
     remount,
     require_tmpfs,
-    restored,
-    same_bytes,
     stop_workers_after,
     tmpfs,
     trial_count,
@@ -93,19 +91,10 @@ def test_a_full_cache_folder_costs_only_hits(reference, tmp_path):
         with tmpfs(cache, pages * PAGE // 1024):
             first_project = write_project(tmp_path / f"first-{index}", ref.model)
             first = ref.builder.build(first_project, cache)
-            if first.code != 0 or "Traceback" in first.output:
-                trials.bad(trial, "a full cache failed the build", first)
+            if not built_beside_faulty_cache(trials, trial, first, ref, first_project, "full"):
                 continue
-            if problem := same_bytes(products(first_project / "build"), ref.products):
-                trials.bad(trial, f"wrong outputs beside a full cache: {problem}", first)
-                continue
-            trials.counts["built right"] += 1
-            trials.counts["warnings"] += first.output.count("buildgen cache:")
             remount(cache, ROOMY_KIB)
-            for problem in cache_damage(cache):
-                trials.bad(trial, f"damaged cache file {problem}")
             # A fresh copy elsewhere restores whatever the full cache kept.
             project = write_project(tmp_path / f"second-{index}", ref.model)
-            check_rebuild(trials, trial, ref, project, cache)
-            trials.counts["restored actions"] += restored(project / "build")
+            check_cache_restores(trials, trial, ref, cache, project)
     trials.check()
