@@ -44,6 +44,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "run": Subcommand(
         "buildgen.run.cli", "build a model, run it on inputs (an .npz or random), --compare"
     ),
+    "profile": Subcommand(
+        "buildgen.run.profile_cli", "time each region of a model built with profile: true"
+    ),
     "targets": Subcommand(
         "buildgen.targets.cli", "list target kinds, attributes and tags; --show one target"
     ),

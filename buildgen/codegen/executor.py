@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from buildgen import __version__
-from buildgen.codegen import cnames, executor_cuda
+from buildgen.codegen import cnames, executor_cuda, profile
 from buildgen.codegen.header import generate_header
 from buildgen.codegen.placement import CUDA, Placement, plan_placement
 from buildgen.codegen.weights_asm import generate_weights_asm, weights_symbol
@@ -68,6 +68,11 @@ def isa_arguments(isa: IsaPlan) -> tuple[str, ...]:
         args += ["--isa-variants", f"{kind}={','.join(levels)}"]
     # An empty argument would not survive CMake's command lines: "" is left out.
     return (*args, "--pinned-isa", isa.pinned) if isa.pinned else tuple(args)
+
+
+def timed(target: ResolvedTarget) -> bool:
+    """Whether the target's executor times its regions (the host's `profile`)."""
+    return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
 
 
 def parse_isa_arguments(variants: list[str] | None, pinned: str) -> IsaPlan:
@@ -181,7 +186,8 @@ def _variant_table(p: str, partition: Partition, backend: str, levels: tuple[str
     return lines
 
 
-def _struct(model: str, partition: Partition, plan: Placement, isa: IsaPlan) -> list[str]:
+def _struct(model: str, partition: Partition, plan: Placement, isa: IsaPlan, timed: bool,
+            ) -> list[str]:
     envs = [f"    bg_env env_{b};" for b in partition.backends]
     tables = [
         f"    const {model}__{b}_module *{b}; /* the variant create picked */"
@@ -193,6 +199,7 @@ def _struct(model: str, partition: Partition, plan: Placement, isa: IsaPlan) -> 
         *(executor_cuda.STRUCT_FIELDS if plan.uses_device else []),
         *envs,
         *tables,
+        *(profile.struct_fields(partition) if timed else []),
         "    const char *cpu_isa;",
         f"    char error[{ERROR_BYTES}];",
         "};",
@@ -307,7 +314,7 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
 
 
 def _run(model: str, graph: Graph, partition: Partition, plan: Placement, isa: IsaPlan,
-         ) -> list[str]:
+         timed: bool) -> list[str]:
     lines = [
         f"int {model}_run({model}_model *m, const void *const *inputs, void *const *outputs) {{",
         "    int i;",
@@ -323,7 +330,8 @@ def _run(model: str, graph: Graph, partition: Partition, plan: Placement, isa: I
         '            return fail(m, "output", i);',
     ]
     pending = False  # device work enqueued since the stream was last synchronized
-    for region, io, device in zip(partition.regions, plan.ios, plan.devices, strict=True):
+    for index, (region, io, device) in enumerate(
+            zip(partition.regions, plan.ios, plan.devices, strict=True)):
         copies = plan.transfers_before(region.id)
         lines += executor_cuda.copies(graph, plan, copies, f"before region {region.id}")
         pending = pending or bool(copies)
@@ -343,16 +351,21 @@ def _run(model: str, graph: Graph, partition: Partition, plan: Placement, isa: I
             f" ({cnames.comment(shown)}) */",
             f"        const void *in[] = {{{ins}}};",
             f"        void *out[] = {{{outs}}};",
+            *(profile.region_start() if timed else []),
             f"        if ({call} != 0)",
             "            return -1;",
-            "    }",
         ]
+        if timed and device != HOST_DEVICE:  # the device's time, not the launch's
+            lines += [f"    {line}" for line in executor_cuda.synchronize(
+                f"after region {region.id} (profile)")]
+            pending = False
+        lines += [*(profile.region_end(index) if timed else []), "    }"]
     last = plan.transfers_before("")
     lines += executor_cuda.copies(graph, plan, last, "after the last region")
     if pending or last:
         lines += executor_cuda.synchronize("at the end of run")
     lines += _passthrough_outputs(model, graph)
-    lines += ["    return 0;", "}"]
+    lines += [*(profile.run_end() if timed else []), "    return 0;", "}"]
     return lines
 
 
@@ -393,8 +406,10 @@ static int fail({model}_model *m, const char *what, int index) {{
 
 def generate_executor(
     model: str, graph: Graph, partition: Partition, weights_path: str, weights_bytes: int,
-    isa: IsaPlan = ONE_ISA,
+    isa: IsaPlan = ONE_ISA, timed: bool = False,
 ) -> ExecutorSources:
+    """model.c, the header and weights.S; `timed`: with per-region timing (the target's
+    `profile`, codegen/profile.py)."""
     plan = plan_placement(graph, partition)
     # env.error is set just before a module's create: only created modules are destroyed.
     destroy = [
@@ -414,6 +429,7 @@ def generate_executor(
         "#include <stdio.h>",
         "#include <stdlib.h>",
         "#include <string.h>",
+        *(profile.includes() if timed else []),
         "",
         *(["#include <cuda_runtime_api.h>"] if plan.uses_device else []),
         '#include "buildgen_abi.h"',
@@ -426,18 +442,19 @@ def generate_executor(
         "",
         *_declarations(model, partition, isa),
         "",
-        *_struct(model, partition, plan, isa),
+        *_struct(model, partition, plan, isa, timed),
         "",
         *_table(model, "input", graph.inputs),
         *_table(model, "output", graph.outputs),
         "",
         _PRELUDE.format(model=model, error_bytes=ERROR_BYTES),
+        *([profile.prelude()] if timed else []),
         *([executor_cuda.prelude(model)] if plan.uses_device else []),
         *_scratch(model, partition, plan, isa),
         "",
         *_create(model, partition, plan, weights_bytes, isa),
         "",
-        *_run(model, graph, partition, plan, isa),
+        *_run(model, graph, partition, plan, isa, timed),
         "",
         f"void {model}_destroy({model}_model *m) {{",
         "    if (!m) return;",
@@ -454,10 +471,12 @@ def generate_executor(
         "    return m ? m->cpu_isa : NULL;",
         "}",
         "",
+        *(profile.functions(model, partition) if timed else []),
     ]
     return ExecutorSources(
         source_c="\n".join(lines),
-        header=generate_header(model, graph, device=plan.uses_device),
+        header=generate_header(model, graph, device=plan.uses_device,
+                               profile_regions=len(partition.regions) if timed else None),
         weights_asm=generate_weights_asm(model, weights_path, weights_bytes),
         boundary_bytes=plan.host_total,
         device_boundary_bytes=plan.device_total,

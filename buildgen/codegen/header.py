@@ -31,8 +31,11 @@ def _describe(values: tuple[Value, ...]) -> list[str]:
     ]
 
 
-def generate_header(model: str, graph: Graph, *, device: bool = False) -> str:
-    """The header; `device`: the model has device regions (it declares their arena size)."""
+def generate_header(model: str, graph: Graph, *, device: bool = False,
+                    profile_regions: int | None = None) -> str:
+    """The header; `device`: the model has device regions (it declares their arena size);
+    `profile_regions`: built with profile, with that many regions (codegen/profile.py)."""
+    from buildgen.codegen import profile
     guard = f"BUILDGEN_{model.upper()}_H"
     api = api_macro(model)
     lines = [
@@ -86,6 +89,8 @@ def generate_header(model: str, graph: Graph, *, device: bool = False) -> str:
             [f"{api} size_t {model}_device_arena_bytes(void);  /* its device (GPU) memory */"]
             if device else []
         ),
+        *(profile.declarations(model, api, profile_regions) if profile_regions is not None
+          else []),
         "",
         "#ifdef __cplusplus",
         "}",

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
-from buildgen.codegen.executor import isa_arguments, isa_plan
+from buildgen.codegen.executor import isa_arguments, isa_plan, timed
 from buildgen.errors import BuildgenError
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
@@ -161,6 +161,7 @@ def _target_actions(
                 "--weights-path", graph.weights, "--source", files.executor_source,
                 "--header", files.header, "--asm", files.weights_asm,
                 *isa_arguments(isa_plan(target)),
+                *(("--profile",) if timed(target) else ()),
             )),),
         )
     )

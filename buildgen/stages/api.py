@@ -150,7 +150,7 @@ def build_library(
     the same commands as the build's; returns the library's path. Only the backends that
     own a region are generated and linked (the build makes every backend's module, empty
     ones included, so that its graph of actions never depends on a partition)."""
-    from buildgen.codegen.executor import generate_executor, isa_plan
+    from buildgen.codegen.executor import generate_executor, isa_plan, timed
     from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
     from buildgen.resources import include_dir
 
@@ -159,7 +159,7 @@ def build_library(
         (out / sub).mkdir(parents=True, exist_ok=True)
     write_if_changed(out / "weights.bin", imported.weights_blob)
     sources = generate_executor(model, imported.graph, partition, str(out / "weights.bin"),
-                                len(imported.weights_blob), isa_plan(target))
+                                len(imported.weights_blob), isa_plan(target), timed(target))
     write_if_changed(out / "include" / f"{model}.h", sources.header)
     host = target.toolchain(target.host_kind)
     units: list[tuple[Path, Any, Path]] = [

@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a module compiled once per instruction-set level (best last)",
     )
     parser.add_argument("--pinned-isa", default="", help="the host's one ISA otherwise")
+    parser.add_argument("--profile", action="store_true",
+                        help="time each region of run (the host's `profile`)")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
@@ -41,7 +43,8 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     # new weight values re-run no executor.
     nbytes = weights_size(graph)
     isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
-    sources = generate_executor(args.model, graph, partition, args.weights_path, nbytes, isa)
+    sources = generate_executor(args.model, graph, partition, args.weights_path, nbytes, isa,
+                                timed=args.profile)
     return {
         args.source: sources.source_c,
         args.header: sources.header,
