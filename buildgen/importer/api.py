@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.errors import error
+from buildgen.importer.canonical import canonicalize
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.fold import fold
-from buildgen.importer.legacy import modernize
 from buildgen.importer.load import load_onnx
 from buildgen.importer.names import check_names
 from buildgen.importer.order import name_nodes, topological_order
@@ -78,7 +78,7 @@ def import_model(
         info = info_from_type(declared[name].type)
         if info is not None:
             types[name] = info
-    modernize(nodes, constants, inferred, loaded.opset)
+    canonicalize(nodes, constants, inferred, loaded.opset)
     opset_imports = list(model.opset_import)
     notes: dict[str, str] = {}
     kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
