@@ -28,6 +28,13 @@
 # buildgen's rules and schemas are CMAKE_CONFIGURE_DEPENDS, so editing the manifest re-runs
 # configure, and with it the fragment generation, inside the next `cmake --build`.
 #
+# Cross builds. With CMAKE_CROSSCOMPILING set (a toolchain file), the models' targets whose
+# host names no triple build for the project's toolchain: the triple of its C compiler
+# (CMAKE_C_COMPILER_TARGET, else `${CMAKE_C_COMPILER} -dumpmachine`, else
+# ${CMAKE_SYSTEM_PROCESSOR}-linux-gnu), CMAKE_C_COMPILER itself, CMAKE_SYSROOT and
+# CMAKE_CROSSCOMPILING_EMULATOR (buildgen's `emulator`). A host whose manifest names a
+# triple keeps it. A backend that cannot cross (onednn, openblas) is a configure error.
+#
 # The Python interpreter: BUILDGEN_PYTHON if set, else the first of Python3_EXECUTABLE,
 # Python_EXECUTABLE, the interpreter installed beside this package and python3/python on the
 # PATH that imports this very buildgen with its dependencies.
@@ -79,6 +86,8 @@ function(buildgen_add_models)
   foreach(target IN LISTS arg_TARGETS)
     list(APPEND command --target "${target}")
   endforeach()
+  _buildgen_cross_arguments(cross)
+  list(APPEND command ${cross})
   file(MAKE_DIRECTORY "${build_dir}")
   execute_process(COMMAND ${command} RESULT_VARIABLE failed OUTPUT_VARIABLE fragment_dir
                   WORKING_DIRECTORY "${build_dir}"
@@ -91,6 +100,55 @@ function(buildgen_add_models)
     set(exclude EXCLUDE_FROM_ALL)
   endif()
   add_subdirectory("${fragment_dir}" "${build_dir}" ${exclude})
+endfunction()
+
+# `buildgen cmake`'s --cross-* arguments in a cross build (CMAKE_CROSSCOMPILING), else none.
+function(_buildgen_cross_arguments out)
+  set(${out} "" PARENT_SCOPE)
+  if(NOT CMAKE_CROSSCOMPILING)
+    return()
+  endif()
+  get_property(enabled GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(triple "")
+  set(compiler "")
+  foreach(language IN ITEMS C CXX)
+    if(language IN_LIST enabled AND CMAKE_${language}_COMPILER)
+      set(compiler "${CMAKE_${language}_COMPILER}")
+      set(compiler_language ${language})
+      break()
+    endif()
+  endforeach()
+  if(compiler AND CMAKE_${compiler_language}_COMPILER_TARGET)
+    set(triple "${CMAKE_${compiler_language}_COMPILER_TARGET}")
+  elseif(compiler)
+    execute_process(COMMAND "${compiler}" -dumpmachine RESULT_VARIABLE failed
+                    OUTPUT_VARIABLE triple ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(failed)
+      set(triple "")
+    endif()
+  endif()
+  if(NOT triple AND CMAKE_SYSTEM_PROCESSOR AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    set(triple "${CMAKE_SYSTEM_PROCESSOR}-linux-gnu")
+  endif()
+  if(NOT triple)
+    message(FATAL_ERROR "buildgen_add_models: a cross build (CMAKE_CROSSCOMPILING), but the "
+                        "target triple is unknown: set CMAKE_C_COMPILER_TARGET (or a compiler "
+                        "answering -dumpmachine) in the toolchain file, or give the models' "
+                        "targets a triple in the manifest")
+  endif()
+  set(arguments --cross-triple "${triple}")
+  # The project's C compiler compiles the models' C; without C enabled, buildgen's own
+  # compiles use the triple's gcc (<triple>-gcc).
+  if("C" IN_LIST enabled AND CMAKE_C_COMPILER)
+    list(APPEND arguments --cross-cc "${CMAKE_C_COMPILER}")
+  endif()
+  if(CMAKE_SYSROOT)
+    list(APPEND arguments --cross-sysroot "${CMAKE_SYSROOT}")
+  endif()
+  foreach(item IN LISTS CMAKE_CROSSCOMPILING_EMULATOR)
+    list(APPEND arguments "--cross-emulator=${item}")
+  endforeach()
+  set(${out} "${arguments}" PARENT_SCOPE)
 endfunction()
 
 # The interpreter that imports this buildgen, cached in BUILDGEN_PYTHON.

@@ -6,6 +6,12 @@ a CMake fragment instead of build.ninja. buildgen_add_models() runs this at conf
 and adds the fragment's folder with add_subdirectory(), binary dir = the build dir, so that
 relative paths in the plan, in the stages' depfiles and in the fragment all start at one
 folder (CMake reads a custom command's depfile relative to CMAKE_CURRENT_BINARY_DIR).
+
+In a cross build (CMAKE_CROSSCOMPILING) buildgen_add_models passes the project's toolchain
+(`project`): the models' targets whose host names no triple build for it, with its compiler,
+so that the objects CMake compiles, the ones the plan compiles (the weights) and the link
+agree. A target whose own triple names another architecture than the project's could only
+fail at link time, so it is an error here.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from buildgen.manifest import Manifest, ModelSpec, load_manifest
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.context import current_context
 from buildgen.ninja.genfiles import gen_files
-from buildgen.targets import is_known_target, pool_depths, resolve_targets
+from buildgen.targets import ResolvedTarget, is_known_target, pool_depths, resolve_targets
 from buildgen.targets.attributes import did_you_mean
+from buildgen.targets.cross import ProjectToolchain, build_arch, host_triple, target_arch
 
 FRAGMENT_FILE = f"{FRAGMENT_DIR}/CMakeLists.txt"
 
@@ -42,8 +49,10 @@ def generate_cmake(
     build_dir: Path | None = None,
     models: Sequence[str] = (),
     targets: Sequence[str] = (),
+    project: ProjectToolchain | None = None,
 ) -> CMakeResult:
-    """Write the option files and the fragment for `models` x `targets` (empty: all).
+    """Write the option files and the fragment for `models` x `targets` (empty: all);
+    `project`: the CMake project's cross toolchain, which targets naming no triple follow.
 
     The fragment is written last, so an interrupted run never leaves one naming option
     files that do not exist yet.
@@ -55,8 +64,9 @@ def generate_cmake(
     names = {m.name for m in chosen}
     resolved = resolve_targets(dataclasses.replace(
         manifest, models=tuple(m for m in manifest.models if m.name in names)
-    ))
+    ), project)
     used = {name: resolved[name] for model in chosen for name in model.targets}
+    check_architectures(manifest, used, project)
     out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(used.values()))
     files = gen_files(chosen, used)
@@ -103,3 +113,30 @@ def select_models(
     if not chosen:
         raise BuildgenError(f"{manifest.path.name} declares no models")
     return tuple(chosen)
+
+
+def check_architectures(
+    manifest: Manifest, used: dict[str, ResolvedTarget], project: ProjectToolchain | None
+) -> None:
+    """Every target must build for the architecture the CMake project builds for: CMake
+    compiles the generated C and links the libraries with the project's toolchain."""
+    arch = project.arch if project else build_arch()
+    problems = []
+    for name, target in sorted(used.items()):
+        triple = host_triple(target)
+        if triple is None or target_arch(triple) == arch:
+            continue
+        what = (f"builds for {arch} with {project.origin}" if project
+                else f"builds for this machine ({arch}; CMAKE_CROSSCOMPILING is off)")
+        message = (f"target {name!r} builds for triple {triple!r} ({target_arch(triple)}), "
+                   f"but this CMake project {what}; CMake compiles and links the model with "
+                   "the project's toolchain")
+        hint = (f"configure with a CMake toolchain file for {triple} (targets naming no "
+                "triple follow it), leave the target out with buildgen_add_models(... "
+                "TARGETS <others>), or build it with `buildgen build`")
+        where = ("targets", name)
+        known = any(spec.name == name for spec in manifest.targets)
+        problems.append(manifest.diagnostic(where, message, hint) if known
+                        else Diagnostic(message, hint=hint))
+    if problems:
+        raise BuildgenError(problems)

@@ -70,6 +70,10 @@ static inline void bg__cpu_relax(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
+#elif defined(__riscv)
+    /* Zihintpause's `pause` (fence w,0), a FENCE hint that cores without the extension run
+     * as a no-op; spelled with .insn for assemblers that lack the mnemonic. */
+    __asm__ __volatile__(".insn i 0x0f, 0, x0, x0, 0x010");
 #endif
 }
 

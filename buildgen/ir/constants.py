@@ -102,6 +102,36 @@ def with_constants(graph: Graph, constants_path: str | os.PathLike[str]) -> Grap
     return replace(graph, constant_values=_load_constants(graph, constants_path))
 
 
+class LazyConstants(Mapping[str, "np.ndarray"]):
+    """constants.bin, read when a value is first asked for. The partition stage carries
+    these: most graphs' partitions never read a constant, and then constants.bin is not
+    among the files the partition depends on, so new weight values re-run no partition."""
+
+    def __init__(self, graph: Graph, path: str | os.PathLike[str]):
+        self._graph = graph
+        self.path = os.fspath(path)
+        self._values: dict[str, np.ndarray] | None = None
+
+    @property
+    def read(self) -> bool:
+        """Whether a value was asked for (the caller's depfile then names the file)."""
+        return self._values is not None
+
+    def _loaded(self) -> dict[str, np.ndarray]:
+        if self._values is None:
+            self._values = _load_constants(self._graph, self.path)
+        return self._values
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
 def with_constants_from_weights(graph: Graph, weights_blob: bytes) -> Graph:
     """`graph` carrying its small weights' values, cut from weights.bin's bytes."""
     data = constants_blob(graph, weights_blob)

@@ -236,12 +236,13 @@ def _partition_action(
     # that changes a kernel's speed is part of a tuning record's key.
     target_file = files.target_file if options.policy == "cost" else files.codegen_target_file
     depfile = f"{files.partition}.d"
-    # constants.bin: a backend may decline a node for its constant inputs (Resize scales).
+    # constants.bin: a backend may decline a node for its constant inputs (Resize scales);
+    # the stage's depfile names it when one did. The import writes it with graph.json.
     args = ["--model", model.name, "--target", target_file, "--graph", graph.graph,
             "--constants", graph.constants]
     for pattern, backend in model.pins:
         args += ["--pin", f"{pattern}={backend}"]
-    inputs = [graph.graph, graph.constants, target_file]
+    inputs = [graph.graph, target_file]
     args += ["--policy", options.policy]
     # The pattern tables and cost models of the target's kinds live in rules files: their
     # digest on the command line re-runs the partition when one changes.

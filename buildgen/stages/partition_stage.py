@@ -4,7 +4,9 @@
 The priority policy reads the target's partition view (options/target.json); the cost
 policy reads the whole target.json, since every option that changes a kernel's speed is
 part of a tuning record's key. Files it reads besides those named on the command line
-(a step's module) go to a depfile, so editing them re-runs the partition.
+(a step's module) go to a depfile, so editing them re-runs the partition; so does
+constants.bin, when a backend asked for a constant's value (Resize scales): then, and only
+then, a new weight value re-runs the partition.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from buildgen.errors import error
@@ -22,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, help="target file (options/target.json)")
     parser.add_argument("--graph", required=True)
     parser.add_argument(
-        "--constants", help="constants.bin: backends decline nodes by their constant inputs"
+        "--constants", help="constants.bin: backends may decline a node for its constant "
+        "inputs; read only if one asks, and then named in the depfile"
     )
     parser.add_argument(
         "--pin", action="append", default=[], metavar="PATTERN=BACKEND",
@@ -56,7 +60,7 @@ def parse_pin(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
-    from buildgen.ir.constants import with_constants
+    from buildgen.ir.constants import LazyConstants
     from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.partition.cost.records import load_records
     from buildgen.partition.custom import load_step, load_user_partition
@@ -78,13 +82,16 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     )
     text = Path(args.graph).read_text()
     graph = load_graph(text)
-    if args.constants:
-        graph = with_constants(graph, args.constants)
+    constants = LazyConstants(graph, args.constants) if args.constants else None
+    if constants is not None:
+        graph = replace(graph, constant_values=constants)
     target = load_target_file(args.target)
     partition = make_partition(graph, target, args.model, graph_digest(text), options)
     result: dict[str, bytes | str] = {args.out: dump_partition(partition)}
     if args.depfile:
         module = sys.modules.get((args.step or "").partition(":")[0])
         files = [module.__file__] if module is not None and module.__file__ else []
+        if constants is not None and constants.read:
+            files.append(constants.path)
         result[args.depfile] = depfile_text(args.out, files)
     return result

@@ -17,6 +17,8 @@ The rules, checked here and nowhere else:
   * a host naming a triple (rules' `cross`) gets that triple's compiler when it names none;
     with another architecture's triple, no member may be a kind that builds only for the
     build machine (rules' `native_only`), and ISA levels must be the triple's.
+  * given the build's toolchain (a CMake cross build's, cross.ProjectToolchain), a host
+    naming no triple takes the toolchain's triple and compiler before those checks.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ import re
 from dataclasses import dataclass
 
 from buildgen.targets.attributes import DEFAULT_HOST, default_instance
-from buildgen.targets.cross import build_arch, is_foreign, rule_triple, target_arch
+from buildgen.targets.cross import (
+    ProjectToolchain,
+    build_arch,
+    is_foreign,
+    rule_triple,
+    target_arch,
+)
 from buildgen.targets.expand import Expander, Member, Site
 from buildgen.targets.kinds import Role, TargetKind
 from buildgen.targets.model import ResolvedTarget, TargetInstance
@@ -42,7 +50,9 @@ class Composed:
         return dict(self.sites)[kind]
 
 
-def compose(ex: Expander, name: str, members: tuple[Member, ...], site: Site) -> Composed | None:
+def compose(ex: Expander, name: str, members: tuple[Member, ...], site: Site,
+            project: ProjectToolchain | None = None) -> Composed | None:
+    """`members` as target `name`; with `project`, a host naming no triple follows it."""
     host_ok, host = _one(ex, [m for m in members if m.role is Role.HOST], Role.HOST)
     device_ok, device = _one(ex, [m for m in members if m.role is Role.DEVICE], Role.DEVICE)
     accelerators = _accelerators(ex, [m for m in members if m.role is Role.ACCELERATOR])
@@ -51,7 +61,12 @@ def compose(ex: Expander, name: str, members: tuple[Member, ...], site: Site) ->
     if host is None:
         host = Member(default_instance(DEFAULT_HOST), site)
     others = [*accelerators, *((device,) if device else ())]
-    if not _cross_ok(ex, host, others):
+    followed = _follow_project(host, project)
+    if followed is not host:
+        host = followed
+    else:
+        project = None  # the host's own triple: messages need not name the project's
+    if not _cross_ok(ex, name, host, others, project):
         return None
     host = _cross_compiler(host)
     filled: list[Member] = []
@@ -149,9 +164,29 @@ def _missing_base(
     )
 
 
-def _cross_ok(ex: Expander, host: Member, others: list[Member]) -> bool:
+def _follow_project(host: Member, project: ProjectToolchain | None) -> Member:
+    """`host` building for the project's toolchain when it names no triple itself: the
+    toolchain's triple and compiler, and its sysroot and emulator where the host sets none.
+    What it takes counts as written (so _cross_compiler keeps the project's compiler)."""
+    kind = get_kind(host.kind)
+    rule = kind.toolchain.cross
+    if project is None or rule is None or rule_triple(rule, dict(host.instance.attrs)):
+        return host
+    changes: dict[str, object] = {rule.triple_attr: project.triple}
+    if project.cc:
+        changes[rule.compiler_attr] = project.cc
+    names = {a.name for a in kind.attributes}
+    for attr, value in (("sysroot", project.sysroot), ("emulator", project.emulator)):
+        if value is not None and attr in names and attr not in host.written:
+            changes[attr] = value
+    return Member(host.instance.with_attrs(changes), host.site, host.written | set(changes))
+
+
+def _cross_ok(ex: Expander, name: str, host: Member, others: list[Member],
+              project: ProjectToolchain | None) -> bool:
     """Whether the host's triple (if any) and the other members go together; each problem
-    is reported at the member (or attribute) to change."""
+    is reported at the member (or attribute) to change. `project`: the triple is the
+    project toolchain's, not the manifest's."""
     kind = get_kind(host.kind)
     attrs = dict(host.instance.attrs)
     triple = rule_triple(kind.toolchain.cross, attrs)
@@ -160,17 +195,25 @@ def _cross_ok(ex: Expander, host: Member, others: list[Member]) -> bool:
     ok = True
     arch = target_arch(triple)
     where = f"triple {triple!r} ({arch}; this machine is {build_arch()})"
+    if project is not None:
+        where += f", which {project.origin} builds for"
     if is_foreign(triple):
         for member in others:
             reason = get_kind(member.kind).native_only
             if reason is None:
                 continue
             slot = "device" if member.role is Role.DEVICE else "accelerators"
+            if project is not None:
+                hint = (f"drop {member.kind!r} from the composite's {slot} (the {host.kind} "
+                        f"host alone builds for {triple}); or leave target {name!r} out of "
+                        f"this build{project.leave_out}")
+            else:
+                hint = (f"drop {member.kind!r} from the composite's {slot} and build for "
+                        f"{triple} with the {host.kind} host alone ({{kind: {host.kind}, "
+                        f"triple: {triple}}}); or build on an {arch} machine without the "
+                        "triple")
             ex.fail(member.site, f"{member.kind!r} cannot build for the host's {where}: "
-                    f"{reason}",
-                    f"drop {member.kind!r} from the composite's {slot} and build for "
-                    f"{triple} with the {host.kind} host alone ({{kind: {host.kind}, "
-                    f"triple: {triple}}}); or build on an {arch} machine without the triple")
+                    f"{reason}", hint)
             ok = False
     levels_rule = kind.toolchain.isa_variants
     if levels_rule and levels_rule.attr in host.written and attrs.get(levels_rule.attr):

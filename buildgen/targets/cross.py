@@ -13,6 +13,7 @@ import os
 import platform
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +34,27 @@ _GCC_PACKAGES = {"aarch64-linux-gnu": "gcc-aarch64-linux-gnu",
                  "riscv64-linux-gnu": "gcc-riscv64-linux-gnu",
                  "x86_64-linux-gnu": "gcc",
                  "arm-linux-gnueabihf": "gcc-arm-linux-gnueabihf"}
+
+
+@dataclass(frozen=True)
+class ProjectToolchain:
+    """The toolchain of the build that a target follows when its host names no triple: a
+    CMake cross build's (buildgen_add_models passes CMAKE_C_COMPILER's triple, the compiler,
+    CMAKE_SYSROOT and CMAKE_CROSSCOMPILING_EMULATOR). A host whose manifest names a triple
+    keeps it; any other gets `triple`, `cc` (when given), and `sysroot`/`emulator` where it
+    sets none, before the cross checks of compose.py run, so a kind that cannot cross is
+    rejected as for a triple written in the manifest."""
+
+    triple: str
+    cc: str | None = None
+    sysroot: str | None = None
+    emulator: tuple[str, ...] | None = None
+    origin: str = "the build's toolchain"  # where the triple came from, for messages
+    leave_out: str = ""  # how to leave a target out of that build, for hints
+
+    @property
+    def arch(self) -> str:
+        return triple_arch(self.triple)
 
 
 def normalized_arch(name: str) -> str:

@@ -13,7 +13,7 @@ from buildgen.manifest import Manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.targets.attributes import did_you_mean
 from buildgen.targets.compose import Composed
-from buildgen.targets.cross import compiler_install_hint, host_triple
+from buildgen.targets.cross import ProjectToolchain, compiler_install_hint, host_triple
 from buildgen.targets.expand import Definition, Expander, Scope, Site
 from buildgen.targets.model import ResolvedTarget
 from buildgen.targets.registry import has_code_generator, registered_kinds
@@ -21,10 +21,14 @@ from buildgen.targets.resolve import resolve_definition, tag_definitions
 
 
 class ManifestTargets:
-    """Resolves a manifest's targets on demand, each once; problems accumulate."""
+    """Resolves a manifest's targets on demand, each once; problems accumulate. The targets
+    named in `follow` build for `project` where their host names no triple."""
 
-    def __init__(self, manifest: Manifest):
+    def __init__(self, manifest: Manifest, project: ProjectToolchain | None = None,
+                 follow: frozenset[str] = frozenset()):
         self.manifest = manifest
+        self.project = project
+        self.follow = follow
         self.definitions = {
             spec.name: Definition(spec.name, spec.data, Site(manifest, ("targets", spec.name)),
                                   "manifest")
@@ -52,7 +56,8 @@ class ManifestTargets:
             if definition is None:
                 where = use or Site(self.manifest, ())
                 definition = Definition(name, name, where, "model")
-            self._done[name] = resolve_definition(self.expander, definition)
+            project = self.project if name in self.follow else None
+            self._done[name] = resolve_definition(self.expander, definition, project)
         return self._done[name]
 
     def buildability(self, used: dict[str, list[str]]) -> None:
@@ -129,11 +134,16 @@ def _models(models: list[str]) -> str:
     return f"model {names}" if len(models) == 1 else f"models {names}"
 
 
-def resolve_targets(manifest: Manifest) -> dict[str, ResolvedTarget]:
+def resolve_targets(
+    manifest: Manifest, project: ProjectToolchain | None = None
+) -> dict[str, ResolvedTarget]:
     """What gen builds: every target of the manifest, and the registered names its models
     use, by name. Raises one BuildgenError listing every problem, including a used target
-    with a kind that has no code generator."""
-    targets = ManifestTargets(manifest)
+    with a kind that has no code generator. With `project` (a CMake cross build's
+    toolchain), the targets the models use build for it where their host names no triple;
+    targets no model uses stay as written."""
+    used_names = frozenset(name for model in manifest.models for name in model.targets)
+    targets = ManifestTargets(manifest, project, used_names)
     for name in targets.definitions:
         targets.resolve(name)
     used: dict[str, list[str]] = {}

@@ -12,6 +12,7 @@ from typing import Any
 from buildgen.errors import BuildgenError, Diagnostic, SourceLocation
 from buildgen.manifest.sourcemap import NodePath, sort_diagnostics
 from buildgen.targets.compose import Composed, compose
+from buildgen.targets.cross import ProjectToolchain
 from buildgen.targets.documents import Located, Unlocated
 from buildgen.targets.expand import Definition, Expander, Scope, Site, names_a_kind
 from buildgen.targets.kinds import Role
@@ -28,8 +29,10 @@ def tag_definitions() -> dict[str, Definition]:
     }
 
 
-def resolve_definition(ex: Expander, definition: Definition) -> Composed | None:
-    """One named target, checked as a whole; problems go to `ex.problems`."""
+def resolve_definition(ex: Expander, definition: Definition,
+                       project: ProjectToolchain | None = None) -> Composed | None:
+    """One named target, checked as a whole; problems go to `ex.problems`. With `project`,
+    a host naming no triple builds for that toolchain (compose.py)."""
     alone = names_a_kind(definition.data)
     if alone is not None and registered_kinds()[alone].role is Role.ACCELERATOR:
         base = registered_kinds()[registered_kinds()[alone].external_codegen_for or ""]
@@ -42,7 +45,7 @@ def resolve_definition(ex: Expander, definition: Definition) -> Composed | None:
     members = ex.expand(definition)
     if members is None:
         return None
-    return compose(ex, definition.name, members, definition.site)
+    return compose(ex, definition.name, members, definition.site, project)
 
 
 def _raise(problems: list[Diagnostic], fallback: str) -> BuildgenError:

@@ -1,9 +1,14 @@
-"""The examples cross-built for aarch64 from this (x86-64) machine: `file` says ARM aarch64,
-the C API's symbols are exported, and each runs under qemu (the host's emulator_for) through
-`buildgen run --compare` and matches onnxruntime.
+"""The examples cross-built from this (x86-64) machine for aarch64 and riscv64: `file` says
+what was built, the C API's symbols are exported, and they run under qemu (the host's
+emulator_for) through `buildgen run --compare` and match onnxruntime.
 
-Needs aarch64-linux-gnu-gcc and qemu-aarch64: skipped without them, but failed under CI,
-where .ci/run installs both (gcc-aarch64-linux-gnu, qemu-user).
+aarch64 builds and runs all three examples. riscv64, to keep CI time down, builds and runs
+the MLP only: what differs between the two is the compiler and the headers' per-architecture
+lines, which every model compiles; it runs on two threads, so the pool's spin-wait hint
+(bg_threads.h's bg__cpu_relax) runs too.
+
+Needs `<triple>-gcc` and `qemu-<arch>`: skipped without them, but failed under CI, where
+.ci/run installs them (gcc-aarch64-linux-gnu, gcc-riscv64-linux-gnu, qemu-user).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,9 +28,32 @@ from buildgen.targets import resolve_target
 from buildgen.targets.cross import emulator_for
 
 REPO = Path(__file__).resolve().parents[2]
-TRIPLE = "aarch64-linux-gnu"
 EXAMPLES = yaml.safe_load((REPO / "BUILD.yaml").read_text())["models"]
-HOST = {"kind": "c", "triple": TRIPLE}
+
+
+@dataclass(frozen=True)
+class Arch:
+    triple: str
+    package: str        # Debian's package of `<triple>-gcc`
+    described: str      # what `file` says of the library
+    examples: tuple[str, ...]
+    threads: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.triple.split("-", 1)[0]
+
+    @property
+    def host(self) -> dict[str, str | int]:
+        return {"kind": "c", "triple": self.triple, "threads": self.threads}
+
+
+ARCHES = {a.name: a for a in (
+    Arch("aarch64-linux-gnu", "gcc-aarch64-linux-gnu", "ARM aarch64", tuple(sorted(EXAMPLES))),
+    Arch("riscv64-linux-gnu", "gcc-riscv64-linux-gnu", "RISC-V", ("mlp",), threads=2),
+)}
+CASES = [pytest.param(arch, name, id=f"{arch}-{name}")
+         for arch in ARCHES for name in ARCHES[arch].examples]
 
 
 def _need(program: str, package: str) -> None:
@@ -33,60 +63,77 @@ def _need(program: str, package: str) -> None:
         pytest.skip(f"{program} is not installed (apt-get install {package})")
 
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.uname().machine == "aarch64", reason="aarch64 is this machine's"),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def arm_build(tmp_path_factory: pytest.TempPathFactory, buildgen_build) -> Path:
-    _need(f"{TRIPLE}-gcc", "gcc-aarch64-linux-gnu")
-    folder = tmp_path_factory.mktemp("cross")
-    manifest = folder / "BUILD.yaml"
-    manifest.write_text(yaml.safe_dump({
-        "buildgen": 1,
-        "targets": {"arm": HOST},
-        "models": {name: {"source": str(REPO / e["source"]), "inputs": e["inputs"],
-                          "targets": ["arm"]} for name, e in EXAMPLES.items()},
-    }))
-    buildgen_build(manifest, folder / "build")
-    return folder / "build"
+def cross_build(tmp_path_factory: pytest.TempPathFactory,
+                buildgen_build) -> Callable[[str], Path]:
+    """`cross_build(arch)`: the build folder of the arch's examples (built on first use,
+    target name `arch`), for the tests of that arch only."""
+    built: dict[str, Path] = {}
+
+    def build(name: str) -> Path:
+        arch = ARCHES[name]
+        if os.uname().machine == name:
+            pytest.skip(f"{name} is this machine's")
+        _need(f"{arch.triple}-gcc", arch.package)
+        if name not in built:
+            folder = tmp_path_factory.mktemp(f"cross-{name}")
+            manifest = folder / "BUILD.yaml"
+            manifest.write_text(yaml.safe_dump({
+                "buildgen": 1,
+                "targets": {name: arch.host},
+                "models": {m: {"source": str(REPO / EXAMPLES[m]["source"]),
+                               "inputs": EXAMPLES[m]["inputs"], "targets": [name]}
+                           for m in arch.examples},
+            }))
+            buildgen_build(manifest, folder / "build")
+            built[name] = folder / "build"
+        return built[name]
+
+    return build
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_each_example_is_an_aarch64_library_exporting_its_c_api(arm_build: Path, name: str):
+def _file(path: Path) -> str:
     _need("file", "file")
-    lib = arm_build / name / "arm" / f"lib{name}.so"
-    described = subprocess.run(["file", "-L", str(lib)], capture_output=True, text=True,
-                               check=True).stdout
-    assert "ARM aarch64" in described and "shared object" in described, described
-    # One compile of the c module: no x86 ISA variants for an aarch64 target.
-    assert sorted(p.name for p in (arm_build / name / "arm" / "obj").glob("*.o")) == \
+    return subprocess.run(["file", "-L", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize(("arch", "name"), CASES)
+def test_each_example_is_a_library_of_the_triple_exporting_its_c_api(
+        cross_build, arch: str, name: str):
+    build = cross_build(arch)
+    lib = build / name / arch / f"lib{name}.so"
+    described = _file(lib)
+    assert ARCHES[arch].described in described and "shared object" in described, described
+    # One compile of the c module: no x86 ISA variants for another architecture.
+    assert sorted(p.name for p in (build / name / arch / "obj").glob("*.o")) == \
         ["c.o", "model.o", "weights.o"]
-    nm = shutil.which(f"{TRIPLE}-nm") or "nm"
+    nm = shutil.which(f"{ARCHES[arch].triple}-nm") or "nm"
     symbols = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True,
                              text=True, check=True).stdout.split()
     for function in ("create", "run", "destroy", "last_error"):
         assert f"{name}_{function}" in symbols
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_each_example_runs_under_the_emulator_and_matches_onnxruntime(arm_build: Path,
-                                                                      name: str):
+@pytest.mark.parametrize(("arch", "name"), CASES)
+def test_each_example_runs_under_the_emulator_and_matches_onnxruntime(
+        cross_build, repo_env: dict[str, str], arch: str, name: str):
     """`buildgen run --compare`: the driver cross-built for the target, run under qemu
-    (the host's emulator_for), its outputs against onnxruntime's on this machine."""
-    _need("qemu-aarch64", "qemu-user")
-    emulator = emulator_for(resolve_target("arm", HOST))
-    assert emulator and emulator[0] == "qemu-aarch64"
-    folder = arm_build.parent
+    (the host's emulator_for: qemu-<arch> -L /usr/<triple>), its outputs against onnxruntime's on
+    this machine."""
+    build = cross_build(arch)
+    _need(f"qemu-{arch}", "qemu-user")
+    emulator = emulator_for(resolve_target(arch, ARCHES[arch].host))
+    assert emulator and emulator[0] == f"qemu-{arch}"
+    folder = build.parent
     done = subprocess.run(
-        [sys.executable, "-m", "buildgen", "run", name, "--target", "arm", "--compare",
-         "--manifest", str(folder / "BUILD.yaml"), "--build-dir", str(arm_build)],
-        capture_output=True, text=True, timeout=600, cwd=folder)
+        [sys.executable, "-m", "buildgen", "run", name, "--target", arch, "--compare",
+         "--manifest", str(folder / "BUILD.yaml"), "--build-dir", str(build)],
+        capture_output=True, text=True, timeout=600, cwd=folder, env=repo_env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "qemu-aarch64" in done.stdout + done.stderr
-    driver = arm_build / name / "arm" / "run" / "driver"
-    described = subprocess.run(["file", "-L", str(driver)], capture_output=True, text=True,
-                               check=True).stdout
-    assert "ARM aarch64" in described, described
+    assert f"qemu-{arch}" in done.stdout + done.stderr
+    driver = _file(build / name / arch / "run" / "driver")
+    assert ARCHES[arch].described in driver, driver

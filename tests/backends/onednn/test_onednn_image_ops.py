@@ -162,3 +162,20 @@ def test_scales_that_are_not_out_over_in_decline(tmp_path: Path) -> None:
     assert backend.decline_reason(graph.nodes[0], graph) is None
     with pytest.raises(BuildgenError, match=r"scale 1.5 \(not out / in = 7 / 5\)"):
         backend.generate("m", graph, one_region(graph, "onednn"), {}, weights)
+
+
+def test_the_partition_depends_on_the_constants_only_where_a_backend_read_one(built: Path):
+    """Resize's constant scales were read to decline /frac: its partition's depfile names
+    constants.bin, so new scales re-run it. The LRN model's partition read no constant: new
+    weight values there re-run no partition."""
+    def depfile(model: str) -> str:  # as ninja recorded it (it deletes the file itself)
+        import subprocess
+
+        from buildgen.ninja.tool import ninja_binary
+
+        return subprocess.run([ninja_binary(), "-C", str(built / "build"), "-t", "deps",
+                               f"{model}/lib/partition.json"], capture_output=True, text=True,
+                              check=True).stdout
+
+    assert "resize_declined/constants.bin" in depfile("resize_declined")
+    assert "constants.bin" not in depfile("lrn_net")
