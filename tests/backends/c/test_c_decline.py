@@ -82,12 +82,13 @@ def test_batchnorm_statistics_outputs_need_opset_14() -> None:
         ),
         (
             "Conv",
-            {"x": (F32, (1, 2, 4, 4, 4)), "w": (F32, (2, 2, 3, 3, 3)), "y": (F32, (1, 2, 2, 2, 2))},
+            {"x": (F32, (1, 2, 4, 4, 4, 4)), "w": (F32, (2, 2, 3, 3, 3, 3)),
+             "y": (F32, (1, 2, 2, 2, 2, 2))},
             ["x", "w"],
             ["y"],
             ("w",),
             {},
-            "Conv with 3-D kernel not supported",
+            "Conv with 4-D kernel not supported",
         ),
         (
             "Sigmoid",
