@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from buildgen.cache import journal, stats
 from buildgen.cache.action import (
+    ARCHIVE_RULE,
+    ARCHIVE_STAGING,
     ActionSpec,
     UsageError,
     hidden_digests,
@@ -115,15 +118,48 @@ def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
         if capture:
             _echo(stdout, stderr)
         return Ran(code, (stdout, stderr))
+    staged = _ArchiveStaging.of(spec)
     try:
-        done = subprocess.run(spec.command, check=False, capture_output=capture)
+        done = subprocess.run(staged.command if staged else spec.command, check=False,
+                              capture_output=capture)
     except OSError as exc:
         print(f"error: {spec.command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return Ran(127)
+    if staged and done.returncode == 0:
+        staged.commit()
     if not capture:
         return Ran(done.returncode)
     _echo(done.stdout, done.stderr)
     return Ran(done.returncode, (done.stdout, done.stderr))
+
+
+@dataclass(frozen=True)
+class _ArchiveStaging:
+    """`ar` writes its temp file beside the archive, and a kill leaves it there for good:
+    the archive is written in a folder of its own (removed whole by the next run), then
+    moved into place, as the rule does with the cache off (buildgen/ninja/rules.py)."""
+
+    folder: str
+    output: str
+    command: tuple[str, ...]
+
+    @staticmethod
+    def of(spec: ActionSpec) -> _ArchiveStaging | None:
+        if spec.rule != ARCHIVE_RULE or len(spec.outputs) != 1:
+            return None
+        output = spec.outputs[0]
+        if output not in spec.command:
+            return None
+        folder = output + ARCHIVE_STAGING
+        shutil.rmtree(folder, ignore_errors=True)
+        os.mkdir(folder)
+        staged = os.path.join(folder, "a")
+        command = tuple(staged if word == output else word for word in spec.command)
+        return _ArchiveStaging(folder, output, command)
+
+    def commit(self) -> None:
+        os.replace(os.path.join(self.folder, "a"), self.output)
+        os.rmdir(self.folder)
 
 
 def _echo(stdout: bytes, stderr: bytes) -> None:

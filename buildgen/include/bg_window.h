@@ -60,9 +60,12 @@ static inline float bg__win_combine1(int op, float acc, float x, float w)
         if ((sw) == 1) {                                                                           \
             BG_LOAD8((xv), (p));                                                                   \
         } else {                                                                                   \
-            const __m256 lo_ = _mm256_loadu_ps(p), hi_ = _mm256_loadu_ps((p) + 7);                 \
-            const __m256 t_ = _mm256_shuffle_ps(lo_, hi_, 0xD8); /* p0 p2 p8 p10 | p4 p6 p12 p14 */ \
-            (xv) = (bg_v8f)_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t_), 0xD8));   \
+            bg_v8f lo_, hi_;                                                                       \
+            BG_LOAD8(lo_, (p));                                                                    \
+            BG_LOAD8(hi_, (p) + 7);                                                                \
+            /* vshufps: p0 p2 p8 p10 | p4 p6 p12 p14, then vpermpd puts the 64-bit pairs in order */ \
+            const bg_v8f t_ = __builtin_ia32_shufps256(lo_, hi_, 0xD8);                            \
+            (xv) = (bg_v8f)__builtin_ia32_permdf256((bg_v4d)t_, 0xD8);                             \
         }                                                                                          \
     } while (0)
 #elif defined(BG_HAVE_SHUFFLEVECTOR)

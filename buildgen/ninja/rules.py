@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from buildgen.cache.action import ARCHIVE_RULE, ARCHIVE_STAGING
 from buildgen.ninja.plan import Rule
 
 # File-level variables the rules use; their values come from the plan.
@@ -54,7 +55,14 @@ COMPILE = Rule(
 # rcsD: D stores zero timestamps/uids so the archive is the same bytes every time. The old
 # archive is removed first because `ar r` would keep members that are no longer inputs.
 _AR = "ar rcsD $out $in"
-ARCHIVE = Rule("ar", command=f"rm -f $out && {_AR}")
+# GNU ar writes a temp file ("stXXXXXX") beside the archive and renames it: killed, it
+# leaves that file in the build folder for good. So it writes in a folder of its own,
+# which the next run of the action removes whole, and the archive is moved into place.
+_STAGED = f"$out{ARCHIVE_STAGING}"
+ARCHIVE = Rule(ARCHIVE_RULE, command=(
+    f"rm -rf $out {_STAGED} && mkdir {_STAGED} && ar rcsD {_STAGED}/a $in"
+    f" && mv {_STAGED}/a $out && rmdir {_STAGED}"
+))
 LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $ldflags")
 
 ALL_RULES = (

@@ -154,6 +154,20 @@ def test_an_archive_starts_from_scratch(tmp_path):
     assert members.stdout.split() == ["x.o"]
 
 
+def test_an_archive_is_written_aside_and_a_killed_ars_litter_is_removed(tmp_path):
+    """ar's temp file lands beside its output; the wrapper has it write in a folder of its
+    own, which the next run removes whole (what a kill -9 of ar left there)."""
+    build = tmp_path / "b"
+    build.mkdir()
+    (build / "x.o").write_text("x")
+    litter = build / "lib.a.partial" / "st22Ndjv"
+    litter.parent.mkdir()
+    litter.write_text("half an archive")
+    run_action(build, tmp_path / "cache", ["ar", "rcsD", "lib.a", "x.o"], inputs=["x.o"],
+               rule="ar", outputs=["lib.a"])
+    assert sorted(p.name for p in build.iterdir() if p.name != ".buildgen") == ["lib.a", "x.o"]
+
+
 def test_bad_usage_and_bad_settings_are_errors(tmp_path):
     build = tmp_path / "b"
     build.mkdir()
