@@ -46,6 +46,17 @@ class IsaPlan:
     def levels(self, backend: str) -> tuple[str, ...]:
         return dict(self.variants).get(backend, ())
 
+    @property
+    def checks_cpu(self) -> bool:
+        """Whether create asks the CPU: to pick a level, or whether it runs the pinned one
+        (an x86-64 level bg_cpu.h knows; `native` or another architecture's march is taken
+        on trust)."""
+        return bool(self.variants) or self.pinned in X86_LEVELS
+
+
+# The levels bg_cpu.h tests (bg_isa_known).
+X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
 
 # One compile per module, for the compiler's default ISA (what callers without a target get).
 ONE_ISA = IsaPlan()
@@ -273,6 +284,25 @@ def _pick_variant(model: str, backend: str, host: bool) -> list[str]:
     ]
 
 
+def _check_pinned(isa: IsaPlan) -> list[str]:
+    """A library pinned to an x86-64 level refuses, at create, a CPU without it: a clear
+    error instead of an illegal instruction somewhere in a run. First thing, before any code
+    the compiler may have given the level's instructions (allocating, zeroing)."""
+    if isa.variants or not isa.checks_cpu:
+        return []
+    level = cnames.c_string(isa.pinned)
+    message = cnames.c_string(
+        f"this library was built for {isa.pinned} (the target's march), which this CPU "
+        "does not run; build it without march (one object per level, the best picked at "
+        "create) or for a level this CPU runs")
+    return [
+        f"    if (!bg_cpu_runs(bg_isa_rank({level}))) {{",
+        f"        bg_cpu_refuse(create_error, sizeof create_error, {message});",
+        "        return -1;",
+        "    }",
+    ]
+
+
 def _create(model: str, partition: Partition, plan: Placement, weights_bytes: int,
             isa: IsaPlan) -> list[str]:
     lines = [
@@ -280,6 +310,7 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
         f"    {model}_model *m;",
         '    if (!out) { set_create_error("out is NULL"); return -1; }',
         "    *out = NULL;",
+        *_check_pinned(isa),
         f"    m = ({model}_model *)calloc(1, sizeof *m);",
         '    if (!m) { set_create_error("out of memory allocating the model"); return -1; }',
         f"    if (alloc_arena(&m->arena, {model}_arena_bytes()) != 0) {{",
@@ -433,7 +464,7 @@ def generate_executor(
         "",
         *(["#include <cuda_runtime_api.h>"] if plan.uses_device else []),
         '#include "buildgen_abi.h"',
-        *(['#include "bg_cpu.h"'] if isa.variants else []),
+        *(['#include "bg_cpu.h"'] if isa.checks_cpu else []),
         f'#include "{model}.h"',
         "",
         f"#define BOUNDARY_BYTES ((size_t){plan.host_total})",

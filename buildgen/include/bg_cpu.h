@@ -67,6 +67,18 @@ static inline int bg_cpu_runs(int rank)
 #endif
 }
 
+/* Write `message` to `error` on a CPU that lacks the level the module was compiled for (a
+ * library pinned by march): byte by byte through a volatile pointer, so that no compiler
+ * turns the copy into the level's wide vector moves, and never inlined into code that may. */
+__attribute__((noinline, unused)) static void bg_cpu_refuse(char *error, size_t size,
+                                                     const char *message)
+{
+    volatile char *out = error;
+    size_t i = 0;
+    for (; i + 1 < size && message[i] != '\0'; ++i) out[i] = message[i];
+    if (size > 0) out[i] = '\0';
+}
+
 /* The index of the first of `levels` (best first) that this CPU runs and BUILDGEN_MAX_ISA
  * allows; -1 after writing why to `error` when there is none. */
 static inline int bg_isa_pick(const char *const *levels, int count, char *error, size_t size)

@@ -63,11 +63,12 @@ def dispatch_build(tmp_path_factory: pytest.TempPathFactory, buildgen_build) -> 
         name: {"source": str(source), "inputs": inputs, "targets": ["plain"]}
         for name, (source, inputs) in _models().items()
     }
-    entries["mlp"]["targets"] = ["plain", "pinned"]
+    entries["mlp"]["targets"] = ["plain", "pinned", "pinned_v4"]
     manifest = folder / "BUILD.yaml"
     manifest.write_text(yaml.safe_dump({
         "buildgen": 1,
-        "targets": {"plain": {"kind": "c"}, "pinned": {"kind": "c", "march": "x86-64"}},
+        "targets": {"plain": {"kind": "c"}, "pinned": {"kind": "c", "march": "x86-64"},
+                    "pinned_v4": {"kind": "c", "march": "x86-64-v4", "opt_level": 1}},
         "models": entries,
     }))
     buildgen_build(manifest, folder / "build")
@@ -133,3 +134,15 @@ def test_a_pinned_build_reports_its_march(
     monkeypatch.setenv("BUILDGEN_MAX_ISA", "x86-64-v4")  # nothing to pick: ignored
     compiled = runtime.load(dispatch_build / "mlp" / "pinned" / "libmlp.so")
     assert compiled.cpu_isa == "x86-64"
+
+
+def test_a_build_pinned_to_a_level_the_cpu_lacks_fails_create_and_says_why(
+        dispatch_build: Path) -> None:
+    """Not an illegal instruction somewhere in a run: create asks the CPU first."""
+    library = dispatch_build / "mlp" / "pinned_v4" / "libmlp.so"
+    if "x86-64-v4" in runnable_levels():
+        assert runtime.load(library).cpu_isa == "x86-64-v4"
+        return
+    with pytest.raises(runtime.ModelError, match=r"built for x86-64-v4 \(the target's march\), "
+                                                 r"which this CPU does not run"):
+        runtime.load(library)
