@@ -4,10 +4,12 @@
  * A model compiled for it must build with nothing but a C compiler and libm; BLAS and
  * oneDNN come as separate (external-codegen) backends that a composite target can add.
  *
- * Header-only: every function is `static`, so each generated module compiles its own copy
- * and there is no runtime library to ship or link. Plain C11 plus GCC/Clang vector
- * extensions (bg_v8f), so one source becomes AVX2/FMA code with -march=x86-64-v3 and still
- * compiles (slower) without it. Kernels never allocate: callers pass a workspace sized by
+ * Header-only: every function is `static`, so there is no runtime library to ship. A build
+ * compiles the entry points (BG_API) once per toolchain into objects its libraries link, and
+ * its modules call those instead of compiling their own copies (bg_kernels_linked.h); on
+ * its own, each module that includes this file has its own copy. Plain C11 plus GCC/Clang
+ * vector extensions (bg_v8f), so one source becomes AVX2/FMA code with -march=x86-64-v3 and
+ * still compiles (slower) without it. Kernels never allocate: callers pass a workspace sized by
  * the *_workspace_bytes functions (the codegen places it in the model's arena); it need not
  * be aligned. GEMM, convolution and pooling take the model instance's thread pool (NULL:
  * the caller's thread only) and give the same bits on any number of threads. Link with -lm
@@ -37,7 +39,8 @@
  * compiler builtins those headers wrap, the same in GCC and Clang. */
 
 /* Large functions are `static` but not `inline` (inlining them everywhere would only grow
- * code); `unused` keeps -Wall quiet in modules that call only some of them. */
+ * code); `unused` keeps -Wall quiet in modules that call only some of them. The entry points
+ * (BG_API) may also live in one kernels object per toolchain (bg_kernels_linked.h). */
 #define BG_API static __attribute__((unused))
 
 enum bg_act {
@@ -295,5 +298,9 @@ static inline float *bg__align64(void *p)
 #include "bg_window.h"
 #include "bg_conv.h"
 #include "bg_pool.h"
+
+#if defined(BG_KERNELS_LINKED) || defined(BG_KERNELS_LIBRARY)
+#include "bg_kernels_linked.h"
+#endif
 
 #endif /* BG_KERNELS_H */

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from buildgen.targets import Toolchain
 
 BUILD_NINJA = "build.ninja"
+# Kernels compiled once for every library of a build (shared_modules.py): _shared/<kind>-<id>/.
+SHARED_DIR = "_shared"
 
 # The extension of a generated source, by the language its toolchain compiles.
 SOURCE_EXTENSIONS = {"c": "c", "cxx": "cc", "cuda": "cu"}

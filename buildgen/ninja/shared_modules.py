@@ -18,6 +18,11 @@ kernel shards shared by every model built with the same toolchain. The plan:
 So a second model whose layers need kernels that exist already adds no shard change and
 no compile. `<id>` digests the toolchain (compiler, flags): targets compiling differently
 (another arch) get their own shards. Nothing here knows what a kernel is.
+
+A kind whose kernels are fixed sources (`shared_kernels: {sources, module_flags}`: the c
+host's bg_kernels.h entry points) has no lists and no render: each source is compiled
+into _shared/<kind>-<id>/ once per ISA level, with the kind's toolchain plus
+`module_flags`, which its modules' compiles take too.
 """
 
 from __future__ import annotations
@@ -26,16 +31,15 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
 from buildgen.ninja.context import GenContext
-from buildgen.ninja.layout import SOURCE_EXTENSIONS, TargetFiles
+from buildgen.ninja.layout import SHARED_DIR, SOURCE_EXTENSIONS, TargetFiles, compile_units
 from buildgen.ninja.plan import Action
 from buildgen.targets import ResolvedTarget, Toolchain, get_kind
-from buildgen.targets.shared_kernels import SharedKernelsSpec
-
-SHARED_DIR = "_shared"
+from buildgen.targets.shared_kernels import SharedKernelsSpec, fixed_sources, linked_toolchain
 
 
 def kernels_list(files: TargetFiles, kind: str) -> str:
@@ -60,8 +64,17 @@ class _Group:
     def shard_object(self, index: int) -> str:
         return f"{self.folder}/shard_{index}.o"
 
+    def fixed_units(self) -> list[tuple[str, str, Toolchain]]:
+        """(source, object, toolchain) of each fixed source at each ISA level."""
+        return [(str(source), obj, toolchain)
+                for source in fixed_sources(self.spec)
+                for obj, toolchain in compile_units(
+                    f"{self.folder}/{source.stem}.o", self.toolchain)]
+
     @property
     def objects(self) -> tuple[str, ...]:
+        if self.spec.fixed:
+            return tuple(obj for _, obj, _ in self.fixed_units())
         return tuple(self.shard_object(i) for i in range(self.spec.shards))
 
     @property
@@ -71,6 +84,17 @@ class _Group:
     @property
     def index(self) -> str:
         return f"{self.folder}/index.md"
+
+
+def fixed_kernels(kind: str, toolchain: Toolchain) -> _Group | None:
+    """The group of a kind whose shared kernels are fixed sources, with the toolchain its
+    modules and kernels compile with (the stage API builds them outside ninja); None for
+    other kinds."""
+    spec = get_kind(kind).shared_kernels
+    if spec is None or not spec.fixed:
+        return None
+    toolchain = linked_toolchain(toolchain, spec)
+    return _Group(kind, spec, toolchain, _folder(kind, toolchain))
 
 
 def _folder(kind: str, toolchain: Toolchain) -> str:
@@ -95,13 +119,19 @@ def add_shared_kernels(
                 if spec is None:
                     continue
                 toolchain = target.toolchain(kind)
+                if spec.fixed:
+                    toolchain = linked_toolchain(toolchain, spec)
+                    for obj, unit in compile_units(files.obj(kind), toolchain):
+                        i = by_output[obj]
+                        out[i] = _with_variable(out[i], "cflags", unit.cflags)
                 folder = _folder(kind, toolchain)
                 group = groups.setdefault(folder, _Group(kind, spec, toolchain, folder))
-                listing = kernels_list(files, kind)
-                group.lists.append(listing)
-                source = files.backend_source(kind, toolchain.language)
-                i = by_output[source]
-                out[i] = _codegen_writing_list(out[i], listing)
+                if not spec.fixed:
+                    listing = kernels_list(files, kind)
+                    group.lists.append(listing)
+                    source = files.backend_source(kind, toolchain.language)
+                    i = by_output[source]
+                    out[i] = _codegen_writing_list(out[i], listing)
                 i = by_output[files.shared_lib]
                 out[i] = replace(out[i], inputs=(*out[i].inputs, group.archive))
                 i = by_output[files.static_lib]
@@ -114,12 +144,19 @@ def add_shared_kernels(
 def _codegen_writing_list(action: Action, listing: str) -> Action:
     args = action.variable("args")
     assert isinstance(args, tuple)
-    extra = ("--kernels-out", listing)
-    variables = tuple((k, (*args, *extra) if k == "args" else v) for k, v in action.variables)
-    return replace(action, outputs=(*action.outputs, listing), variables=variables)
+    action = _with_variable(action, "args", (*args, "--kernels-out", listing))
+    return replace(action, outputs=(*action.outputs, listing))
+
+
+def _with_variable(action: Action, name: str, value: tuple[str, ...]) -> Action:
+    variables = tuple((k, value if k == name else v) for k, v in action.variables)
+    return replace(action, variables=variables)
 
 
 def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:
+    if group.spec.fixed:
+        return _fixed_group_actions(group, ctx)
+    assert group.spec.render is not None
     sources = tuple(group.shard_source(i) for i in range(group.spec.shards))
     lists = tuple(sorted(set(group.lists)))
     args: list[str] = ["--kind", group.kind, "--render", group.spec.render,
@@ -147,8 +184,29 @@ def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:
                        ("cflags", group.toolchain.cflags), ("includes", includes)),
             pool=group.toolchain.pool,
         ))
-    actions.append(Action(
+    actions.append(_archive(group))
+    return actions
+
+
+def _fixed_group_actions(group: _Group, ctx: GenContext) -> list[Action]:
+    includes = ("-I" + ctx.path(ctx.include_dir),)
+    actions = [
+        Action(
+            rule=rules.COMPILE.name,
+            outputs=(obj,),
+            inputs=(ctx.path(Path(source)),),
+            description=f"CC {obj}",
+            variables=(("cc", (*toolchain.launcher, toolchain.cc)),
+                       ("cflags", toolchain.cflags), ("includes", includes)),
+            pool=toolchain.pool,
+        )
+        for source, obj, toolchain in group.fixed_units()
+    ]
+    return [*actions, _archive(group)]
+
+
+def _archive(group: _Group) -> Action:
+    return Action(
         rule=rules.ARCHIVE.name, outputs=(group.archive,), inputs=group.objects,
         description=f"AR {group.archive}",
-    ))
-    return actions
+    )

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from buildgen.errors import BuildgenError
-from buildgen.ninja.layout import BUILD_NINJA, SOURCE_EXTENSIONS, ModelFiles, TargetFiles
+from buildgen.ninja.layout import (
+    BUILD_NINJA,
+    SHARED_DIR,
+    SOURCE_EXTENSIONS,
+    ModelFiles,
+    TargetFiles,
+)
 
 LOG_VERSIONS = (5, 6, 7)
 _HEADER = re.compile(r"# ninja log v(\d+)")
@@ -163,6 +169,9 @@ def stage_of(output: str) -> str:
         return "import"
     if len(parts) < 3:
         return "other"
+    if parts[0] == SHARED_DIR:  # kernels shared by the build's libraries (shared_modules.py)
+        suffix = output.rpartition(".")[2]
+        return {"o": "compile", "a": "link", "md": "codegen"}.get(suffix, "codegen")
     files = TargetFiles(parts[0], parts[1])
     named = {
         files.target_file: "gen",

@@ -15,6 +15,7 @@ so what a script produces is what `buildgen build` would.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -144,15 +145,21 @@ def _run(command: list[str], cwd: Path) -> None:
 
 def build_library(
     out_dir: str | Path, model: str, imported: ImportedModel, partition: Partition,
-    target: ResolvedTarget, *, jobs: int = 1,
+    target: ResolvedTarget, *, jobs: int = 1, kernels_dir: str | Path | None = None,
 ) -> Path:
     """Generate, compile and link lib<model>.so in `out_dir` with the target's toolchains,
     the same commands as the build's; returns the library's path. Only the backends that
     own a region are generated and linked (the build makes every backend's module, empty
-    ones included, so that its graph of actions never depends on a partition)."""
+    ones included, so that its graph of actions never depends on a partition).
+
+    A kind's shared kernels (the c host's) that the modules call are compiled under
+    `kernels_dir` (default: the library's obj/), once: later calls given the same folder
+    link the objects there, as the build links _shared/'s. Processes may share the folder."""
     from buildgen.codegen.executor import generate_executor, isa_plan, timed
     from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
+    from buildgen.ninja.shared_modules import fixed_kernels
     from buildgen.resources import include_dir
+    from buildgen.targets.shared_kernels import called_by
 
     out = Path(out_dir).resolve()
     for sub in ("src", "include", "obj"):
@@ -169,8 +176,15 @@ def build_library(
     write_if_changed(units[0][0], sources.source_c)
     write_if_changed(units[1][0], sources.weights_asm)
     used = [k for k in target.backends if k in partition.backends]
+    kernels: list[tuple[Path, Any, Path]] = []
     for kind, generated in codegen(model, imported, partition, target, used).items():
         toolchain = target.toolchain(kind)
+        if shared := fixed_kernels(kind, toolchain):
+            toolchain = shared.toolchain
+            folder = Path(kernels_dir or out / "obj").resolve() / shared.folder
+            kernels += [(Path(source), tc, folder / Path(obj).name)
+                        for source, obj, tc in shared.fixed_units()
+                        if called_by(Path(source), generated.text)]
         path = out / "src" / f"{kind}.{SOURCE_EXTENSIONS[toolchain.language]}"
         write_if_changed(path, generated.text)
         units += [(path, tc, Path(obj)) for obj, tc in compile_units(
@@ -185,8 +199,20 @@ def build_library(
         _run([*command, "-c", str(source), "-o", str(obj)], out)
         return obj
 
+    def compile_shared(unit: tuple[Path, Any, Path]) -> Path:
+        """A shared kernels object, compiled unless there: to a name of this process's, then
+        renamed, so a process sharing the folder never links a half-written object."""
+        source, toolchain, obj = unit
+        if not obj.exists():
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            scratch = obj.with_name(f".{obj.name}.{os.getpid()}.tmp")
+            compile_one((source, toolchain, scratch))
+            os.replace(scratch, obj)
+        return obj
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         objects = list(pool.map(compile_one, units))
+        objects += pool.map(compile_shared, kernels)
     ldflags: list[str] = []
     groups: list[tuple[str, ...]] = []
     for kind in used:  # as the build links: accelerators first, groups once

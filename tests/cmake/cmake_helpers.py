@@ -121,3 +121,18 @@ def c_variant_levels() -> tuple[str, ...]:
 def c_objects(object_name: str = "c.c.o") -> list[str]:
     """The c module's objects as a build without march names them: one per ISA level."""
     return [object_name] * max(1, len(c_variant_levels()))
+
+
+def c_kernel_sources() -> list[str]:
+    """The c host's shared kernels sources (rules/c.yaml `shared_kernels`), by file name."""
+    from buildgen.targets import get_kind
+
+    spec = get_kind("c").shared_kernels
+    assert spec is not None
+    return sorted(spec.sources)
+
+
+def c_kernel_objects() -> list[str]:
+    """What CMake compiles of the shared kernels for a `c` host without march."""
+    return sorted(c_objects(f"{source}.o")[0] for source in c_kernel_sources()
+                  for _ in c_objects())

@@ -21,6 +21,8 @@ from cmake_helpers import (
     REPO,
     CMakeBuild,
     buildgen_actions,
+    c_kernel_objects,
+    c_kernel_sources,
     c_objects,
     c_variant_levels,
     cmake_params,
@@ -89,7 +91,9 @@ def test_example_builds_runs_and_rebuilds_only_what_changed(
     build.configure("-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
     first = build.events()
     assert sorted(buildgen_actions(first)) == sorted([*GENERATION, "CC mlp/cpu weights.o"])
-    assert _compiled(first) == [*c_objects(), "main.cpp.o", "main.cpp.o", "model.c.o"]
+    # The c host's shared kernels are compiled once (_shared/), like the model's sources.
+    assert _compiled(first) == sorted([*c_kernel_objects(), *c_objects(), "main.cpp.o",
+                                       "main.cpp.o", "model.c.o"])
     for app in ("mlp_app", "mlp_app_shared"):
         _check_output(build.build / app, reference)
 
@@ -97,7 +101,7 @@ def test_example_builds_runs_and_rebuilds_only_what_changed(
     commands = json.loads((build.build / "compile_commands.json").read_text())
     generated = {Path(c["file"]).name: c["command"] for c in commands
                  if "buildgen" in Path(c["file"]).parts}
-    assert sorted(generated) == ["c.c", "model.c"]
+    assert sorted(generated) == [*c_kernel_sources(), "c.c", "model.c"]
     for command in generated.values():
         assert "-std=c11" in command and "-O3" in command and "-fvisibility=hidden" in command
 
@@ -108,11 +112,12 @@ def test_example_builds_runs_and_rebuilds_only_what_changed(
     second = build.events()
     # No stage re-runs (opt_level changes no option file a stage reads), nor the assembly of
     # weights.S (its command keeps only the flags data needs); the model's objects are
-    # rebuilt with -O2, the application's own object is not; everything that links the
-    # model relinks.
+    # rebuilt with -O2 (and the shared kernels, for a toolchain of their own), the
+    # application's own object is not; everything that links the model relinks.
     assert buildgen_actions(second) == []
-    assert _compiled(second) == [*c_objects(), "model.c.o"]
-    assert _linked(second) == ["libmlp.a", "libmlp.so", "mlp_app", "mlp_app_shared"]
+    assert _compiled(second) == sorted([*c_kernel_objects(), *c_objects(), "model.c.o"])
+    assert _linked(second) == ["libc_kernels.a", "libmlp.a", "libmlp.so", "mlp_app",
+                              "mlp_app_shared"]
     commands = json.loads((build.build / "compile_commands.json").read_text())
     assert all("-O2" in c["command"] for c in commands if c["file"].endswith("model.c"))
     _check_output(build.build / "mlp_app", reference)

@@ -66,11 +66,17 @@ def test_import_belongs_to_the_model_everything_else_to_its_target(tmp_path: Pat
 
 def test_sources_sharing_flags_share_an_object_library(tmp_path: Path) -> None:
     cpu, fast = _fragment(tmp_path).libraries
-    compiled, weights = cpu.groups
-    assert compiled.name == "buildgen_mlp_cpu_c_objects" and compiled.language == "C"
-    assert [c.source for c in compiled.compiles] == ["mlp/cpu/src/c.c", "mlp/cpu/src/model.c"]
-    assert "-O2" in compiled.flags
-    assert compiled.includes == ("../pkg/include", "mlp/cpu/include")  # folders, not -I flags
+    module, executor, weights = cpu.groups
+    assert (module.name, executor.name) == ("buildgen_mlp_cpu_c_objects",
+                                            "buildgen_mlp_cpu_model_objects")
+    for compiled in (module, executor):
+        assert compiled.language == "C"
+        assert "-O2" in compiled.flags
+        assert compiled.includes == ("../pkg/include", "mlp/cpu/include")  # not -I flags
+    assert [c.source for c in module.compiles] == ["mlp/cpu/src/c.c"]
+    assert [c.source for c in executor.compiles] == ["mlp/cpu/src/model.c"]
+    # The c module calls the shared kernels (_shared/c-<id>), the executor does not.
+    assert "-DBG_KERNELS_LINKED" in module.flags and "-DBG_KERNELS_LINKED" not in executor.flags
     # Assembly has no CMake language: always the plan's own compile command.
     assert weights.language is None
     (asm,) = weights.compiles

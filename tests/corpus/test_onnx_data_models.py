@@ -111,7 +111,7 @@ def build_and_run(model: DataModel, target: str, out: Path) -> str | None:
         if target != "c" and all(r.target == "c" for r in partition.regions):
             return None  # the same library as the `c` build, which is checked
         library = stages.build_library(out / target / model.name, model.name, imported,
-                                       partition, resolved)
+                                       partition, resolved, kernels_dir=out / "_shared")
     except BuildgenError as exc:
         return str(exc).splitlines()[0]
     compiled = runtime.load(library)

@@ -48,7 +48,8 @@ def build_case(case: NodeCase, build_dir: Path) -> str | None:
             target = stages.resolve_target(TARGET_SPEC)
             partition = stages.partition(model.graph, target, model=case.model_name)
             out = build_dir / library_relpath(case).parent
-            stages.build_library(out, case.model_name, model, partition, target)
+            stages.build_library(out, case.model_name, model, partition, target,
+                                 kernels_dir=build_dir / "_shared")
     except BuildgenError as exc:
         return (str(exc).splitlines() or ["(no message)"])[0]
     except Exception as exc:  # a bug: the build's action would report it the same way
@@ -60,7 +61,10 @@ def build_cases(cases: Sequence[NodeCase], build_dir: Path, jobs: int | None = N
                 ) -> dict[str, str]:
     """Build every case; model name -> first error line of those that failed."""
     jobs = jobs or max(1, len(os.sched_getaffinity(0)))
+    # The first case compiles the c host's shared kernels (build_library's kernels_dir),
+    # which every other case then links, as a build's libraries link _shared/'s.
+    results = {cases[0].model_name: build_case(cases[0], build_dir)} if cases else {}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {c.model_name: pool.submit(build_case, c, build_dir) for c in cases}
-        results = {name: future.result() for name, future in futures.items()}
+        futures = {c.model_name: pool.submit(build_case, c, build_dir) for c in cases[1:]}
+        results |= {name: future.result() for name, future in futures.items()}
     return {name: error for name, error in results.items() if error is not None}

@@ -15,7 +15,7 @@ from buildgen.manifest import ModelSpec
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
-from buildgen.targets import resolve_target
+from buildgen.targets import get_kind, resolve_target
 
 
 def _edges(build_ninja: str) -> dict[str, str]:
@@ -29,6 +29,14 @@ def _c_objects() -> tuple[str, ...]:
     """The c module's objects without march: one per ISA level of this machine (or one)."""
     variants = resolve_target("plain", {"kind": "c"}).toolchain("c").variants
     return tuple(f"c.{v.level}.o" for v in variants) or ("c.o",)
+
+
+def _kernel_objects() -> int:
+    """How many shared kernels objects the c host compiles (rules/c.yaml): each source at
+    each level."""
+    spec = get_kind("c").shared_kernels
+    assert spec is not None
+    return len(spec.sources) * len(_c_objects())
 
 
 def test_the_launcher_comes_before_the_compiler_on_compile_edges_only(tmp_path):
@@ -69,7 +77,10 @@ def test_a_build_runs_each_compile_under_the_launcher(tmp_path):
     assert not [line for line in lines if "-shared" in line]  # the link ran without it
     # Compiles (`-c`); the action cache may also have asked the launcher its `--version`.
     launched = sorted(line.split(" -o ")[-1] for line in lines if " -c " in f" {line} ")
-    assert launched == sorted(f"tiny/cpu/obj/{o}" for o in (*_c_objects(), "model.o"))
+    kernels = [o for o in launched if o.startswith("_shared/")]
+    assert len(kernels) == _kernel_objects()
+    assert [o for o in launched if o not in kernels] == sorted(
+        f"tiny/cpu/obj/{o}" for o in (*_c_objects(), "model.o"))
     assert (tmp_path / "b" / "tiny" / "cpu" / "libtiny.so").is_file()
 
 
@@ -92,7 +103,8 @@ def test_a_second_build_in_a_fresh_build_dir_hits_ccache(tmp_path, monkeypatch):
         assert main(["build", "--manifest", str(manifest), "--build-dir", str(build_dir)]) == 0
         return (build_dir / "tiny" / "cpu" / "libtiny.so").read_bytes()
 
-    compiles = 1 + len(_c_objects())  # model.c, and c.c once per ISA level
+    # model.c, c.c once per ISA level, and the shared kernels
+    compiles = 1 + len(_c_objects()) + _kernel_objects()
     first = build("first")
     cold = _ccache_stats(env)
     assert cold["cache_miss"] == compiles and cold["direct_cache_hit"] == 0

@@ -9,7 +9,7 @@ from buildgen.ninja.actions import plan_build
 from buildgen.ninja.emit import emit
 from buildgen.ninja.layout import TargetFiles
 from buildgen.ninja.plan import Pool
-from buildgen.targets import ResolvedTarget
+from buildgen.targets import ResolvedTarget, get_kind
 
 
 def _descriptions(plan):
@@ -19,7 +19,13 @@ def _descriptions(plan):
 def test_every_stage_has_one_readable_action_per_model_and_target(planned):
     plan, _ = planned
     labels = ("cnn/cpu", "mlp/cpu", "mlp/fast")
-    assert _descriptions(plan) == sorted([
+    # Besides, each c toolchain's shared kernels (one set for cpu's levels, one for fast).
+    shared = [d for d in _descriptions(plan) if d.split()[1].startswith("_shared/")]
+    levels = len(host_objects("mlp/cpu")) + len(host_objects("mlp/fast"))
+    sources = get_kind("c").shared_kernels.sources
+    assert len([d for d in shared if d.startswith("CC ")]) == levels * len(sources)
+    assert len([d for d in shared if d.startswith("AR ")]) == 2
+    assert [d for d in _descriptions(plan) if d not in shared] == sorted([
         "GEN build.ninja",
         "IMPORT cnn", "IMPORT mlp",
         *[f"{verb} {label}" for label in labels
@@ -102,9 +108,13 @@ def test_links_take_every_object_and_the_archive_is_deterministic(planned):
     objects = (*(f"mlp/cpu/obj/{o}" for o in host_objects("mlp/cpu")), "mlp/cpu/obj/model.o",
                "mlp/cpu/obj/weights.o")
     shared = plan.action_for("mlp/cpu/libmlp.so")
-    assert shared.inputs == objects
+    # The c host's shared kernels: the archive for the link (which takes the members it
+    # needs), its objects for the static library (complete on its own).
+    (kernels,) = [a for a in plan.actions if a.rule == "ar" and a.outputs[0].startswith(
+        "_shared/") and a.outputs[0] in shared.inputs]
+    assert shared.inputs == (*objects, kernels.outputs[0])
     assert shared.variable("ldflags") == ("-lm", "-pthread")
-    assert plan.action_for("mlp/cpu/libmlp.a").inputs == objects
+    assert plan.action_for("mlp/cpu/libmlp.a").inputs == (*objects, *kernels.inputs)
     assert "rcsD" in plan.rule("ar").command
 
 

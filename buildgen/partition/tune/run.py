@@ -44,8 +44,9 @@ def _build(kernel: Kernel, weights: Mapping[str, np.ndarray], work: Path) -> Pat
     from buildgen.stages.api import build_library
 
     model = kernel_model(kernel, weights)
+    # Every candidate links the c host's shared kernels compiled once, in the work folder.
     return build_library(work / kernel.digest, "kernel", model, kernel_partition(kernel, model),
-                         kernel.target)
+                         kernel.target, kernels_dir=work / "_shared")
 
 
 def _baseline(settings: TuneSettings) -> float:
@@ -61,7 +62,8 @@ def _baseline(settings: TuneSettings) -> float:
     model = ImportedModel(graph, b"")
     host = parse_target("c")
     part = Partition("kernel", "c", model.digest, (Region("r0", "c", ("relu",)),))
-    library = build_library(settings.work_dir / "baseline", "kernel", model, part, host)
+    library = build_library(settings.work_dir / "baseline", "kernel", model, part, host,
+                            kernels_dir=settings.work_dir / "_shared")
     return time_library(library, "kernel", settings.min_seconds).seconds
 
 
