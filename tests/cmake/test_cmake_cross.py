@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cmake_helpers import REPO, CMakeBuild, buildgen_actions, pip_cmake, subprocess_env
+from cmake_helpers import (
+    REPO,
+    CMakeBuild,
+    buildgen_actions,
+    c_kernel_sources,
+    pip_cmake,
+    subprocess_env,
+)
 
 from buildgen.cmake.generate import generate_cmake
 from buildgen.errors import BuildgenError
@@ -154,9 +161,11 @@ def test_the_cross_example_builds_for_aarch64_and_passes_ctest_under_qemu(
                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
     events = build.events()
     assert "CC mlp/cpu weights.o" in buildgen_actions(events)
-    # One compile of the c module: an aarch64 target has no x86 ISA variants.
+    # One compile of the c module and of each shared kernels source: an aarch64 target has
+    # no x86 ISA variants.
     compiled = sorted(e.rsplit("/", 1)[-1] for e in events if e.startswith("Building "))
-    assert compiled == ["c.c.o", "model.c.o", "run_mlp.c.o", "run_mlp.c.o"]
+    assert compiled == sorted([*(f"{s}.o" for s in c_kernel_sources()), "c.c.o", "model.c.o",
+                               "run_mlp.c.o", "run_mlp.c.o"])
     commands = json.loads((build.build / "compile_commands.json").read_text())
     assert all(f"{TRIPLE}-gcc" in c["command"] for c in commands)
 

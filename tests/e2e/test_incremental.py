@@ -12,7 +12,7 @@ import pytest
 
 from buildgen.cli import main
 from buildgen.ninja.tool import run_ninja
-from buildgen.targets import resolve_target
+from buildgen.targets import get_kind, resolve_target
 
 pytestmark = pytest.mark.slow
 
@@ -134,11 +134,16 @@ def test_edits_rerun_only_what_they_affect(project):
     assert _ninja(build) == set()
     _check_runs(build / "mlp" / "small" / "libmlp.so", reference, 5)
 
-    # A compile flag of one target recompiles and relinks that target's objects, nothing else.
+    # A compile flag of one target recompiles and relinks that target's objects, nothing
+    # else; its toolchain is a new one, so its shared kernels are compiled (once) too.
     _edit(manifest, "small: {kind: c, opt_level: 1}", "small: {kind: c, opt_level: 3}")
     ran = _ninja(build)
     levels = resolve_target("small", {"kind": "c"}).toolchain("c").variants
-    assert ran == {
+    shared = {d for d in ran if d.split()[1].startswith("_shared/")}
+    assert len({d.split()[1].rsplit("/", 1)[0] for d in shared}) == 1  # one new folder
+    sources = get_kind("c").shared_kernels.sources  # type: ignore[union-attr]
+    assert len(shared) == len(sources) * max(1, len(levels)) + 1  # and its archive
+    assert ran - shared == {
         "GEN build.ninja",
         *({f"CC mlp/small c.{v.level}.o" for v in levels} or {"CC mlp/small c.o"}),
         "CC mlp/small model.o",  # not weights.o: its command has no -O (data only)
