@@ -127,6 +127,8 @@ def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
         return Ran(127)
     if staged and done.returncode == 0:
         staged.commit()
+    elif staged:
+        _ArchiveStaging.clear(spec)
     if not capture:
         return Ran(done.returncode)
     _echo(done.stdout, done.stderr)
@@ -150,8 +152,7 @@ class _ArchiveStaging:
         output = spec.outputs[0]
         if output not in spec.command:
             return None
-        folder = output + ARCHIVE_STAGING
-        shutil.rmtree(folder, ignore_errors=True)
+        folder = _ArchiveStaging.clear(spec)
         os.mkdir(folder)
         staged = os.path.join(folder, "a")
         command = tuple(staged if word == output else word for word in spec.command)
@@ -160,6 +161,16 @@ class _ArchiveStaging:
     def commit(self) -> None:
         os.replace(os.path.join(self.folder, "a"), self.output)
         os.rmdir(self.folder)
+
+    @staticmethod
+    def clear(spec: ActionSpec) -> str:
+        """Remove what a killed or failed archive left (also before a restore from the
+        cache, which runs no ar); the staging folder's path."""
+        if spec.rule != ARCHIVE_RULE or not spec.outputs:
+            return ""
+        folder = spec.outputs[0] + ARCHIVE_STAGING
+        shutil.rmtree(folder, ignore_errors=True)
+        return folder
 
 
 def _echo(stdout: bytes, stderr: bytes) -> None:
@@ -187,6 +198,7 @@ class CachedAction:
 
     def execute(self) -> tuple[str, int]:
         """(outcome, exit status): outcome is "local", "remote" or "ran"."""
+        _ArchiveStaging.clear(self.spec)
         names = [output_name(p) for p in self.spec.outputs]
         if None in names:
             return "ran", run_command(self.spec).code

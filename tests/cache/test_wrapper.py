@@ -163,8 +163,14 @@ def test_an_archive_is_written_aside_and_a_killed_ars_litter_is_removed(tmp_path
     litter = build / "lib.a.partial" / "st22Ndjv"
     litter.parent.mkdir()
     litter.write_text("half an archive")
-    run_action(build, tmp_path / "cache", ["ar", "rcsD", "lib.a", "x.o"], inputs=["x.o"],
-               rule="ar", outputs=["lib.a"])
+    archive = {"rule": "ar", "outputs": ["lib.a"], "inputs": ["x.o"]}
+    run_action(build, tmp_path / "cache", ["ar", "rcsD", "lib.a", "x.o"], **archive)
+    assert sorted(p.name for p in build.iterdir() if p.name != ".buildgen") == ["lib.a", "x.o"]
+    # A restore from the cache runs no ar: the litter goes all the same.
+    litter.parent.mkdir()
+    litter.write_text("half an archive")
+    (build / "lib.a").unlink()
+    run_action(build, tmp_path / "cache", ["ar", "rcsD", "lib.a", "x.o"], **archive)
     assert sorted(p.name for p in build.iterdir() if p.name != ".buildgen") == ["lib.a", "x.o"]
 
 

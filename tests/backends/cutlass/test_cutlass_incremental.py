@@ -60,7 +60,7 @@ def test_shared_kernels_compile_once_and_options_touch_only_cutlass(tmp_path: Pa
     manifest, build = tmp_path / "BUILD.yaml", tmp_path / "build"
     _write(manifest, home, ["a"], [1])
     first = _build(manifest, build)
-    shards = sorted(o for o in first if o.startswith("_shared/") and o.endswith(".o"))
+    shards = sorted(o for o in first if o.startswith("_shared/cutlass-") and o.endswith(".o"))
     assert len(shards) == 4 and "a/gpu/liba.so" in first
 
     # A second model with the same layers: its own glue and executor, no kernel compile.

@@ -103,7 +103,7 @@ def test_plan_has_one_shard_set_linked_by_every_model(tmp_path: Path) -> None:
     assert len(compiles) == 4
     for lib in ("a/gpu/liba.so", "b/gpu/libb.so"):
         link = next(line for line in lines if line.startswith(f"build {lib}:"))
-        assert link.endswith(f"{folder}/libcutlass_kernels.a")
+        assert f" {folder}/libcutlass_kernels.a" in link  # with the c host's kernels
     codegen = next(line for line in lines if line.startswith("build a/gpu/src/cutlass.cu"))
     assert "a/gpu/src/cutlass.kernels.json" in codegen.split(":")[0]
 
