@@ -25,6 +25,7 @@ targets that build in parallel would run twice at once.
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from buildgen.ninja.context import GenContext
 from buildgen.ninja.layout import ModelFiles, TargetFiles
 from buildgen.ninja.plan import Action, BuildPlan, Pool
 from buildgen.ninja.writer import Value
+from buildgen.targets import get_kind
 
 FRAGMENT_DIR = "cmake-fragment"  # in the build dir; not a C identifier, so never a model's
 COMMAND_FILE_FORMAT = 1
@@ -170,7 +172,7 @@ def fragment_from_plan(
         ModelGroup(f"buildgen_{m.name}_import", tuple(by_owner.get(m.name, ())))
         for m in models
     ]
-    kernel_names = {archive: _kernels_name(archive) for archive in shared}
+    kernel_names = {archive: _kernels_name(archive, models) for archive in shared}
     libraries = [
         _library(plan, TargetFiles(m.name, t), by_owner.get(TargetFiles(m.name, t).label, []),
                  kernel_names)
@@ -179,7 +181,8 @@ def fragment_from_plan(
     ]
     kernels = [
         _shared_kernels(plan, shared[archive], tuple(by_owner.get(archive, ())), tuple(
-            lib.generate for lib in libraries if kernel_names[archive] in lib.kernels))
+            lib.generate for lib in libraries if kernel_names[archive] in lib.kernels),
+            kernel_names[archive])
         for archive in sorted(shared)
     ]
     fragment = Fragment(
@@ -246,17 +249,27 @@ def _command(plan: BuildPlan, action: Action) -> Command:
     )
 
 
-def _kernels_name(archive: str) -> str:
-    """_shared/cutlass-1a2b3c4d/libcutlass_kernels.a -> buildgen_shared_cutlass_1a2b3c4d."""
+def _kernels_name(archive: str, models: Sequence[ModelSpec]) -> str:
+    """_shared/cutlass-1a2b3c4d/libcutlass_kernels.a -> buildgen_shared_cutlass_1a2b3c4d.
+
+    A kind's fixed kernels (the c host's) are the same for every manifest, so two
+    buildgen_add_models() calls may both need them: each call's copy is named after its
+    models too (two calls whose models' names collide fail on those first). Rendered
+    kernels (cutlass's) hold a manifest's instantiations: two calls sharing them are told
+    to use one manifest."""
     folder = archive.rsplit("/", 2)[-2]
-    return "buildgen_shared_" + "".join(c if c.isalnum() else "_" for c in folder)
+    name = "buildgen_shared_" + "".join(c if c.isalnum() else "_" for c in folder)
+    spec = get_kind(folder.split("-", 1)[0]).shared_kernels
+    if spec is not None and spec.fixed:
+        names = "\n".join(sorted(m.name for m in models))
+        name += "_" + hashlib.sha256(names.encode()).hexdigest()[:8]
+    return name
 
 
 def _shared_kernels(plan: BuildPlan, archive: Action, commands: tuple[Command, ...],
-                    after: tuple[str, ...]) -> SharedKernels:
+                    after: tuple[str, ...], base: str) -> SharedKernels:
     path = archive.outputs[0]
     directory, file = path.rsplit("/", 1)
-    base = _kernels_name(path)
     return SharedKernels(
         static=base,
         generate=f"{base}_generate",

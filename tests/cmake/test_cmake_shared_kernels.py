@@ -77,7 +77,9 @@ def _fragment(manifest: Path, build: Path) -> tuple[Fragment, str]:
 def test_shared_kernels_are_one_static_library_every_model_links(tmp_path: Path) -> None:
     manifest = _project(tmp_path)
     fragment, text = _fragment(manifest, tmp_path / "build")
-    (kernels,) = fragment.kernels
+    # cutlass's shards, beside the c host's kernels (every c host has those)
+    host, kernels = sorted(fragment.kernels, key=lambda k: k.directory)
+    assert host.directory.startswith("_shared/c-") and not host.commands
     folder = kernels.directory
     assert folder.startswith("_shared/cutlass-")
     assert kernels.static == "buildgen_shared_" + folder.split("/")[1].replace("-", "_")
@@ -92,12 +94,12 @@ def test_shared_kernels_are_one_static_library_every_model_links(tmp_path: Path)
     # The codegen of both libraries writes the lists the kernels command reads.
     assert kernels.after == ("buildgen_a_gpu_generate", "buildgen_b_gpu_generate")
     for lib in fragment.libraries:
-        assert lib.kernels == (kernels.static,)
+        assert lib.kernels == (kernels.static, host.static)
         sources = [c.source for g in lib.groups for c in g.compiles]
         assert f"{lib.directory}/src/cutlass.cu" in sources
         assert not [s for s in sources if s.startswith("_shared/")]
     # Declared once, before the libraries that add its objects.
-    assert text.count("_buildgen_shared_kernels(") == 1
+    assert text.count("_buildgen_shared_kernels(") == 2
     assert text.index("_buildgen_shared_kernels(") < text.index("_buildgen_library(")
     assert text.count(f'KERNELS "{kernels.static}"') == 2
     # The command files cover the shared commands too, and the text is deterministic.
@@ -139,7 +141,7 @@ def test_cmake_builds_the_shared_kernels_once(tmp_path: Path, cmake: str, genera
 def test_buildgen_cmake_writes_the_shared_command_files(tmp_path: Path) -> None:
     result = generate_cmake(_project(tmp_path), tmp_path / "build")
     written = sorted(p.rsplit("/", 1)[1] for p in result.changed
-                     if p.startswith("cmake-fragment/commands/_shared/"))
+                     if p.startswith("cmake-fragment/commands/_shared/cutlass-"))
     # The kernels command is named after its first output, shard_0.cu.
     assert written == ["shard_0.cu.cmd", *(f"shard_{i}.o.cmd" for i in range(4))]
     assert all((result.build_dir / p).is_file() for p in result.changed)
@@ -161,6 +163,26 @@ def test_two_calls_sharing_kernels_are_told_to_use_one_manifest(tmp_path: Path) 
     assert done.returncode != 0
     assert "two buildgen_add_models() calls both make the CMake target buildgen_shared_cutlass_" \
         in " ".join(done.stderr.split())
+
+
+@pytest.mark.skipif(pip_cmake() is None, reason="no cmake")
+def test_two_calls_each_get_the_c_hosts_kernels(tmp_path: Path) -> None:
+    """The c host's kernels are the same for every manifest: two calls, each its own copy."""
+    mlp = REPO / "examples" / "models" / "mlp.onnx"
+    for name, folder in (("a", tmp_path), ("b", tmp_path / "other")):
+        folder.mkdir(exist_ok=True)
+        (folder / "BUILD.yaml").write_text(
+            "buildgen: 1\ntargets:\n  cpu: {kind: c, march: x86-64, opt_level: 1}\n"
+            f"models:\n  {name}: {{source: {mlp}, inputs: {{x: [8, 512]}}, targets: [cpu]}}\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        CMAKELISTS + "buildgen_add_models(MANIFEST other/BUILD.yaml BUILD_DIR other)\n")
+    cmake = pip_cmake()
+    assert cmake is not None
+    build = CMakeBuild(cmake, "Ninja", tmp_path, tmp_path / "build")
+    build.configure()
+    build.build_all()
+    for name, where in (("a", "buildgen"), ("b", "other")):
+        assert (build.build / where / name / "cpu" / f"lib{name}.so").is_file()
 
 
 @pytest.mark.skipif(pip_cmake() is None or not (CUDA / "bin" / "nvcc").is_file(),
