@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -205,9 +206,15 @@ def build_library(
         source, toolchain, obj = unit
         if not obj.exists():
             obj.parent.mkdir(parents=True, exist_ok=True)
-            scratch = obj.with_name(f".{obj.name}.{os.getpid()}.tmp")
-            compile_one((source, toolchain, scratch))
-            os.replace(scratch, obj)
+            # Unique per call, not per process: the tuner builds in threads of one process.
+            fd, name = tempfile.mkstemp(prefix=f".{obj.name}.", suffix=".tmp", dir=obj.parent)
+            os.close(fd)
+            scratch = Path(name)
+            try:
+                compile_one((source, toolchain, scratch))
+                os.replace(scratch, obj)
+            finally:
+                scratch.unlink(missing_ok=True)
         return obj
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -136,10 +136,7 @@ def test_a_build_plans_one_set_of_kernel_compiles_for_all_its_models(tmp_path: P
     assert f"-DBG_KERNELS_ID=k{kernels_digest()}" in kernels[0].variable("cflags")
 
 
-@pytest.mark.parametrize(("op", "families"), [("Relu", []), ("MatMul", ["dense", "threads"])])
-def test_the_stage_api_compiles_only_the_kernels_a_library_calls(
-    tmp_path: Path, op: str, families: list[str]
-) -> None:
+def _one_op_model(tmp_path: Path, op: str) -> stages.ImportedModel:
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -152,12 +149,41 @@ def test_the_stage_api_compiles_only_the_kernels_a_library_calls(
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], weights)
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = stages.import_model(path, {}, name="m")
-    target = stages.resolve_target({"kind": "c", "march": "x86-64-v3", "opt_level": 1})
+    return stages.import_model(path, {}, name="m")
+
+
+V3 = {"kind": "c", "march": "x86-64-v3", "opt_level": 1}
+
+
+@pytest.mark.parametrize(("op", "families"), [("Relu", []), ("MatMul", ["dense", "threads"])])
+def test_the_stage_api_compiles_only_the_kernels_a_library_calls(
+    tmp_path: Path, op: str, families: list[str]
+) -> None:
+    model = _one_op_model(tmp_path, op)
+    target = stages.resolve_target(V3)
     partition = stages.partition(model.graph, target, model="m")
     shared = tmp_path / "kernels"
     for out in ("one", "two"):
         stages.build_library(tmp_path / out, "m", model, partition, target, kernels_dir=shared)
     built = sorted(p.stem.removeprefix("bg_kernels_") for p in shared.rglob("*.o"))
     assert built == families
+    assert not list(shared.rglob("*.tmp"))
+
+
+def test_threads_of_one_process_share_a_kernels_folder(tmp_path: Path) -> None:
+    """The tuner builds its candidates in threads: each compiles a missing kernels object to
+    a name of its own (they once shared the process's and renamed each other's away)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = _one_op_model(tmp_path, "MatMul")
+    target = stages.resolve_target(V3)
+    partition = stages.partition(model.graph, target, model="m")
+    shared = tmp_path / "kernels"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        libraries = list(pool.map(
+            lambda i: stages.build_library(tmp_path / f"lib{i}", "m", model, partition, target,
+                                           kernels_dir=shared),
+            range(8)))
+    assert all(library.is_file() for library in libraries)
+    assert len(list(shared.rglob("*.o"))) == 2
     assert not list(shared.rglob("*.tmp"))
