@@ -56,10 +56,10 @@ double bench_conv(const int64_t *q, const float *x, const float *w, const float 
                   void *ws, int reps)
 {
     const bg_conv2d_params p = params(q);
-    const bg_epilogue ep = {bias, 1, BG_ACT_RELU, 0.0f, 0.0f};
+    const bg_epilogue ep = {bias, 1, BG_ACT_RELU, 0.0f, 0.0f, NULL};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int r = 0; r < reps; ++r) bg_conv2d(&p, x, w, &ep, y, ws);
+    for (int r = 0; r < reps; ++r) bg_conv2d(&p, x, w, &ep, y, ws, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }

@@ -50,7 +50,7 @@ double bench_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const float 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < reps; ++r)
-        bg_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N, NULL, ws);
+        bg_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N, NULL, ws, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
@@ -66,7 +66,7 @@ double bench_sgemm_prepacked(int ta, int tb, int64_t M, int64_t N, int64_t K, co
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int r = 0; r < reps; ++r)
-        bg_sgemm_prepacked(ta, M, N, K, 1.0f, A, ta ? M : K, packed, 0.0f, C, N, NULL, ws);
+        bg_sgemm_prepacked(ta, M, N, K, 1.0f, A, ta ? M : K, packed, 0.0f, C, N, NULL, ws, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }

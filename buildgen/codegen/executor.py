@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from buildgen import __version__
 from buildgen.codegen import cnames, executor_cuda, profile
 from buildgen.codegen.header import generate_header
+from buildgen.codegen.isa import (
+    ONE_ISA,
+    IsaPlan,
+    check_pinned,
+    pick_variant,
+    suffix,
+    variant_table,
+)
 from buildgen.codegen.placement import CUDA, Placement, plan_placement
 from buildgen.codegen.weights_asm import generate_weights_asm, weights_symbol
 from buildgen.ir import Graph, Value
@@ -33,68 +41,9 @@ class ExecutorSources:
     device_boundary_bytes: int = 0  # device arena bytes for them
 
 
-@dataclass(frozen=True)
-class IsaPlan:
-    """How the CPU modules were compiled. `variants`: backend -> the instruction-set levels
-    its module was compiled for, one object each, best last (rules' `isa_variants`); create
-    runs the best one the CPU supports. `pinned`: the host's one ISA otherwise (its march,
-    "" for the compiler's default)."""
-
-    variants: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    pinned: str = ""
-
-    def levels(self, backend: str) -> tuple[str, ...]:
-        return dict(self.variants).get(backend, ())
-
-    @property
-    def checks_cpu(self) -> bool:
-        """Whether create asks the CPU: to pick a level, or whether it runs the pinned one
-        (an x86-64 level bg_cpu.h knows; `native` or another architecture's march is taken
-        on trust)."""
-        return bool(self.variants) or self.pinned in X86_LEVELS
-
-
-# The levels bg_cpu.h tests (bg_isa_known).
-X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
-
-
-# One compile per module, for the compiler's default ISA (what callers without a target get).
-ONE_ISA = IsaPlan()
-
-
-def isa_plan(target: ResolvedTarget) -> IsaPlan:
-    """The target's plan: its CPU backends' toolchains say which compile per level."""
-    variants = tuple(
-        (kind, tuple(v.level for v in target.toolchain(kind).variants))
-        for kind in target.backends
-        if get_kind(kind).device == HOST_DEVICE and target.toolchain(kind).variants
-    )
-    return IsaPlan(variants, target.toolchain(target.host_kind).pinned_isa)
-
-
-def isa_arguments(isa: IsaPlan) -> tuple[str, ...]:
-    """The executor stage's command-line form of `isa` (parse_isa_arguments reads it)."""
-    args: list[str] = []
-    for kind, levels in isa.variants:
-        args += ["--isa-variants", f"{kind}={','.join(levels)}"]
-    # An empty argument would not survive CMake's command lines: "" is left out.
-    return (*args, "--pinned-isa", isa.pinned) if isa.pinned else tuple(args)
-
-
 def timed(target: ResolvedTarget) -> bool:
     """Whether the target's executor times its regions (the host's `profile`)."""
     return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
-
-
-def parse_isa_arguments(variants: list[str] | None, pinned: str) -> IsaPlan:
-    pairs = (item.partition("=") for item in variants or ())
-    return IsaPlan(tuple((kind, tuple(levels.split(","))) for kind, _, levels in pairs), pinned)
-
-
-def _suffix(level: str) -> str:
-    from buildgen.targets.model import IsaVariant
-
-    return IsaVariant(level, ()).suffix
 
 
 def boundary_bytes(graph: Graph, partition: Partition) -> int:
@@ -168,32 +117,7 @@ def _declarations(model: str, partition: Partition, isa: IsaPlan) -> list[str]:
             lines += [f"/* backend module {backend} */", f"extern const size_t {p}_scratch_bytes;"]
             lines += [f"{t} {p}_{f}({a});" for t, f, a in _module_functions(partition, backend)]
             continue
-        lines += _variant_table(p, partition, backend, levels)
-    return lines
-
-
-def _variant_table(p: str, partition: Partition, backend: str, levels: tuple[str, ...],
-                   ) -> list[str]:
-    """A module compiled once per ISA level: every variant's functions, and a table of them
-    (best level first) that create picks a row of."""
-    functions = _module_functions(partition, backend)
-    best_first = levels[::-1]
-    lines = [f"/* backend module {backend}, compiled for {len(levels)} instruction-set levels: "
-             "create picks the best this CPU runs (bg_cpu.h) */"]
-    for level in best_first:
-        lines.append(f"extern const size_t {p}_scratch_bytes{_suffix(level)};")
-        lines += [f"{t} {p}_{f}{_suffix(level)}({a});" for t, f, a in functions]
-    lines += [
-        f"typedef struct {p}_module {{",
-        *(f"    {t} (*{f})({a});" for t, f, a in functions),
-        f"}} {p}_module;",
-        f"static const char *const {p}_levels[] = {{"
-        + ", ".join(cnames.c_string(level) for level in best_first) + "};",
-        f"static const {p}_module {p}_variants[] = {{",
-        *("    {" + ", ".join(f"{p}_{f}{_suffix(level)}" for _, f, _ in functions) + "},"
-          for level in best_first),
-        "};",
-    ]
+        lines += variant_table(p, backend, levels, _module_functions(partition, backend))
     return lines
 
 
@@ -221,9 +145,9 @@ def _max_scratch(model: str, name: str, backends: tuple[str, ...], isa: IsaPlan)
     # A module compiled per level has one figure per variant (the same: the kernels' blocking
     # and hence their workspaces do not depend on the ISA); the largest is safe either way.
     symbols = [
-        f"{model}__{b}_scratch_bytes{suffix}"
+        f"{model}__{b}_scratch_bytes{level_suffix}"
         for b in backends
-        for suffix in ([_suffix(lv) for lv in isa.levels(b)] or [""])
+        for level_suffix in ([suffix(lv) for lv in isa.levels(b)] or [""])
     ]
     return [
         f"static size_t {name}(void) {{",
@@ -267,42 +191,6 @@ def _call(model: str, backend: str, function: str, isa: IsaPlan) -> str:
     return f"{model}__{backend}_{function}"
 
 
-def _pick_variant(model: str, backend: str, host: bool) -> list[str]:
-    p = f"{model}__{backend}"
-    return [
-        "    {",
-        f"        const int count = (int)(sizeof {p}_levels / sizeof {p}_levels[0]);",
-        f"        const int v = bg_isa_pick({p}_levels, count, m->error, sizeof m->error);",
-        "        if (v < 0) {",
-        "            set_create_error(m->error);",
-        f"            {model}_destroy(m);",
-        "            return -1;",
-        "        }",
-        f"        m->{backend} = &{p}_variants[v];",
-        *([f"        m->cpu_isa = {p}_levels[v];"] if host else []),
-        "    }",
-    ]
-
-
-def _check_pinned(isa: IsaPlan) -> list[str]:
-    """A library pinned to an x86-64 level refuses, at create, a CPU without it: a clear
-    error instead of an illegal instruction somewhere in a run. First thing, before any code
-    the compiler may have given the level's instructions (allocating, zeroing)."""
-    if isa.variants or not isa.checks_cpu:
-        return []
-    level = cnames.c_string(isa.pinned)
-    message = cnames.c_string(
-        f"this library was built for {isa.pinned} (the target's march), which this CPU "
-        "does not run; build it without march (one object per level, the best picked at "
-        "create) or for a level this CPU runs")
-    return [
-        f"    if (!bg_cpu_runs(bg_isa_rank({level}))) {{",
-        f"        bg_cpu_refuse(create_error, sizeof create_error, {message});",
-        "        return -1;",
-        "    }",
-    ]
-
-
 def _create(model: str, partition: Partition, plan: Placement, weights_bytes: int,
             isa: IsaPlan) -> list[str]:
     lines = [
@@ -310,7 +198,7 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
         f"    {model}_model *m;",
         '    if (!out) { set_create_error("out is NULL"); return -1; }',
         "    *out = NULL;",
-        *_check_pinned(isa),
+        *check_pinned(isa),
         f"    m = ({model}_model *)calloc(1, sizeof *m);",
         '    if (!m) { set_create_error("out of memory allocating the model"); return -1; }',
         f"    if (alloc_arena(&m->arena, {model}_arena_bytes()) != 0) {{",
@@ -331,7 +219,7 @@ def _create(model: str, partition: Partition, plan: Placement, weights_bytes: in
             env = (f"{weights_symbol(model)}, m->arena + BOUNDARY_BYTES, NULL, m->error, "
                    "sizeof m->error, 0, NULL")
         if isa.levels(b):
-            lines += _pick_variant(model, b, host=get_kind(b).device == HOST_DEVICE)
+            lines += pick_variant(model, b, host=get_kind(b).device == HOST_DEVICE)
         lines += [
             f"    m->env_{b} = (bg_env){{{env}}};",
             f"    if ({_call(model, b, 'create', isa)}(&m->env_{b}) != 0) {{",

@@ -11,12 +11,8 @@ import numpy as np
 
 from buildgen import __version__
 from buildgen.backends.registry import get_backend
-from buildgen.codegen.executor import (
-    ONE_ISA,
-    IsaPlan,
-    boundary_bytes,
-    device_boundary_bytes,
-)
+from buildgen.codegen.executor import boundary_bytes, device_boundary_bytes
+from buildgen.codegen.isa import ONE_ISA, IsaPlan
 from buildgen.codegen.markdown import code, plain
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition

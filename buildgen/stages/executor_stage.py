@@ -32,7 +32,8 @@ def outputs(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
-    from buildgen.codegen.executor import generate_executor, parse_isa_arguments
+    from buildgen.codegen.executor import generate_executor
+    from buildgen.codegen.isa import parse_isa_arguments
     from buildgen.ir.serialize import graph_digest, load_graph, weights_size
     from buildgen.stages.checks import load_checked_partition
 

@@ -28,7 +28,7 @@ def outputs(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
-    from buildgen.codegen.executor import parse_isa_arguments
+    from buildgen.codegen.isa import parse_isa_arguments
     from buildgen.codegen.report import write_report
     from buildgen.ir.constants import CodeWeights
     from buildgen.ir.serialize import graph_digest, load_graph
