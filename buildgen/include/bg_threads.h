@@ -54,13 +54,14 @@ struct bg_threadpool {
     bg__worker *workers; /* threads - 1 of them */
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
-    /* The current job, written by the caller before it bumps `generation`. */
+    /* The current job, written by the caller while `generation` is odd. */
     bg_task_fn fn;
     const void *ctx;
     int64_t tasks;
     atomic_llong next;      /* the next task to take */
-    atomic_int running;     /* workers not yet finished with the current job */
-    atomic_uint generation; /* bumped once per job; workers wait for a change */
+    atomic_llong finished;  /* tasks of the current job done */
+    atomic_int inside;      /* workers checked in to a job and not yet out of it */
+    atomic_uint generation; /* even: a job is published; odd: the caller is writing one */
     atomic_int stop;
 };
 
@@ -77,41 +78,58 @@ static inline void bg__cpu_relax(void)
 #endif
 }
 
-static inline void bg__run_tasks(bg_threadpool *pool, void *ws)
+/* Take tasks of the current job until none is left. The thread that finishes the job's last
+ * task wakes the caller if it went to sleep waiting. */
+static inline void bg__run_tasks(bg_threadpool *pool, int64_t tasks, void *ws)
 {
-    const int64_t tasks = pool->tasks;
     for (;;) {
         const int64_t t = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed);
-        if (t >= tasks) break;
+        if (t >= tasks) return;
         pool->fn(pool->ctx, t, ws);
+        if (atomic_fetch_add_explicit(&pool->finished, 1, memory_order_acq_rel) + 1 == tasks) {
+            pthread_mutex_lock(&pool->lock);
+            pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->lock);
+        }
     }
 }
 
+/* A published generation other than `seen`: spin a while, then sleep until one comes. */
+static unsigned bg__next_job(bg_threadpool *pool, unsigned seen)
+{
+    unsigned now = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    for (int spin = 0; (now == seen || (now & 1u)) && spin < BG_SPIN_ITERATIONS; ++spin) {
+        bg__cpu_relax();
+        now = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    }
+    if (now == seen || (now & 1u)) {
+        pthread_mutex_lock(&pool->lock);
+        while ((now = atomic_load(&pool->generation)) == seen || (now & 1u))
+            pthread_cond_wait(&pool->wake, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+    }
+    return now;
+}
+
+/* A worker checks in to a job before reading it and out when it has no task left; the caller
+ * writes the next job only when none is in. A worker that was slow to wake (descheduled,
+ * asleep) then costs nothing: the caller waits for the tasks taken, never for a worker to
+ * turn up, and a late worker finds the job done or, if it checks in while the caller is
+ * writing the next one, backs out (the generation it read is no longer current). */
 static void *bg__worker_main(void *arg)
 {
     bg__worker *self = (bg__worker *)arg;
     bg_threadpool *pool = self->pool;
     unsigned seen = 0;
     for (;;) {
-        unsigned now = atomic_load_explicit(&pool->generation, memory_order_acquire);
-        for (int spin = 0; now == seen && spin < BG_SPIN_ITERATIONS; ++spin) {
-            bg__cpu_relax();
-            now = atomic_load_explicit(&pool->generation, memory_order_acquire);
-        }
-        if (now == seen) {
-            pthread_mutex_lock(&pool->lock);
-            while ((now = atomic_load(&pool->generation)) == seen)
-                pthread_cond_wait(&pool->wake, &pool->lock);
-            pthread_mutex_unlock(&pool->lock);
-        }
-        seen = now;
+        const unsigned now = bg__next_job(pool, seen);
         if (atomic_load(&pool->stop)) return NULL;
-        bg__run_tasks(pool, self->ws);
-        if (atomic_fetch_sub_explicit(&pool->running, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&pool->lock);
-            pthread_cond_signal(&pool->done);
-            pthread_mutex_unlock(&pool->lock);
+        atomic_fetch_add(&pool->inside, 1); /* sequentially consistent with the caller's */
+        if (atomic_load(&pool->generation) == now) { /* still the job it woke for */
+            seen = now;
+            bg__run_tasks(pool, pool->tasks, self->ws);
         }
+        atomic_fetch_sub_explicit(&pool->inside, 1, memory_order_release);
     }
 }
 
@@ -127,23 +145,28 @@ BG_API void bg_parallel(bg_threadpool *pool, int64_t tasks, bg_task_fn fn, const
         for (int64_t t = 0; t < tasks; ++t) fn(ctx, t, caller_ws);
         return;
     }
+    /* Close the last job (odd), then wait out workers still checked in to it: they are
+     * running, about to find no task left, so this is short. */
+    const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed);
+    atomic_store(&pool->generation, g + 1u);
+    while (atomic_load(&pool->inside) != 0) bg__cpu_relax();
     pool->fn = fn;
     pool->ctx = ctx;
     pool->tasks = tasks;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool->running, pool->threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
     pthread_mutex_lock(&pool->lock);
-    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+    atomic_store_explicit(&pool->generation, g + 2u, memory_order_release);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
-    bg__run_tasks(pool, caller_ws);
-    /* Wait for the workers: each may still be finishing the task it took. */
+    bg__run_tasks(pool, tasks, caller_ws);
+    /* Wait for the tasks workers took and are still running. */
     for (int spin = 0; spin < BG_SPIN_ITERATIONS; ++spin) {
-        if (atomic_load_explicit(&pool->running, memory_order_acquire) == 0) return;
+        if (atomic_load_explicit(&pool->finished, memory_order_acquire) == tasks) return;
         bg__cpu_relax();
     }
     pthread_mutex_lock(&pool->lock);
-    while (atomic_load(&pool->running) != 0) pthread_cond_wait(&pool->done, &pool->lock);
+    while (atomic_load(&pool->finished) != tasks) pthread_cond_wait(&pool->done, &pool->lock);
     pthread_mutex_unlock(&pool->lock);
 }
 
@@ -190,7 +213,7 @@ BG_API void bg_threadpool_destroy(bg_threadpool *pool)
     if (pool == NULL) return;
     pthread_mutex_lock(&pool->lock);
     atomic_store(&pool->stop, 1);
-    atomic_fetch_add(&pool->generation, 1);
+    atomic_fetch_add(&pool->generation, 2u); /* published: every worker wakes and leaves */
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     for (int i = 0; i < pool->threads - 1; ++i) {

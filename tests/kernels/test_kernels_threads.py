@@ -85,3 +85,53 @@ def test_conv_bits_do_not_depend_on_threads(kernels: Kernels, name: str, prepack
     for threads in THREADS:
         many = _conv(kernels, CONVS[name], threads, prepacked)
         assert many.tobytes() == one.tobytes(), f"{threads} threads changed the result"
+
+
+POOL_STRESS = r"""
+#include "bg_kernels.h"
+
+typedef struct { int *hits; int64_t job; } stress_ctx;
+
+static void count(const void *ctx, int64_t task, void *ws)
+{
+    (void)ws;
+    const stress_ctx *c = (const stress_ctx *)ctx;
+    __atomic_fetch_add(&c->hits[task], 1, __ATOMIC_RELAXED);
+}
+
+/* `jobs` jobs back to back on one pool of `threads`, job j of 1 + j % 7 tasks; returns how
+ * many (job, task) pairs did not run exactly once (0), or -1 if the pool would not start. */
+int stress(int threads, int jobs)
+{
+    char error[256];
+    bg_threadpool *pool = bg_threadpool_create(threads, 0, error, sizeof error);
+    if (pool == NULL) return -1;
+    int wrong = 0;
+    int hits[8];
+    for (int j = 0; j < jobs; ++j) {
+        const int64_t tasks = 1 + j % 7;
+        for (int t = 0; t < 8; ++t) hits[t] = 0;
+        stress_ctx c = {hits, j};
+        bg_parallel(pool, tasks, count, &c, NULL);
+        for (int t = 0; t < 8; ++t) wrong += hits[t] != (t < tasks);
+    }
+    bg_threadpool_destroy(pool);
+    return wrong;
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_many_small_jobs_run_every_task_once(tmp_path, threads: int) -> None:
+    """Jobs of a few tasks, back to back, more threads than cores: workers wake late and
+    check in while the caller writes the next job (bg_threads.h). Every task of every job
+    runs once, and the caller never returns before its job's tasks are done."""
+    import ctypes
+
+    from conftest import compile_c
+
+    src = tmp_path / "stress.c"
+    src.write_text(POOL_STRESS)
+    lib = tmp_path / "stress.so"
+    compile_c(src, lib, ("-O2",))
+    assert ctypes.CDLL(str(lib)).stress(threads, 20000) == 0
