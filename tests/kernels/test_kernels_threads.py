@@ -6,10 +6,12 @@ lands in. Each shape runs on 1 thread (the reference) and on 2, 3 and 5."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from bgk_reference import ACT_RELU, ACT_TANH
-from conftest import Epilogue, Kernels
+from conftest import Epilogue, Kernels, compile_c
 from test_kernels_conv import Conv
 
 THREADS = (2, 3, 5)
@@ -126,10 +128,6 @@ def test_many_small_jobs_run_every_task_once(tmp_path, threads: int) -> None:
     """Jobs of a few tasks, back to back, more threads than cores: workers wake late and
     check in while the caller writes the next job (bg_threads.h). Every task of every job
     runs once, and the caller never returns before its job's tasks are done."""
-    import ctypes
-
-    from conftest import compile_c
-
     src = tmp_path / "stress.c"
     src.write_text(POOL_STRESS)
     lib = tmp_path / "stress.so"
