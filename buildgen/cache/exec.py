@@ -42,6 +42,7 @@ from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, 
 from buildgen.cache.store import LocalStore
 from buildgen.cache.tools import Memo
 from buildgen.errors import os_error
+from buildgen.remote.rules import REMOTE_RULES
 
 if TYPE_CHECKING:
     from buildgen.cache.remote import RemoteCache
@@ -211,14 +212,31 @@ class CachedAction:
         outcome = self._lookup(base, depsets)
         code = 0
         if outcome is None:
-            ran = run_command(self.spec, capture=True)
-            outcome, code = "ran", ran.code
+            outcome, ran = self._run()
+            code = ran.code
             if code == 0:
                 self._save(base, depsets, ran.console)
         self._account(outcome)
         if os.environ.get(ENV_EXPLAIN):
             self._explain(parts, base, outcome)
         return outcome, code
+
+    def _run(self) -> tuple[str, Ran]:
+        """Run the action on the executor when there is one, else (or when it fails) here.
+        The outcome: "executed" (on a worker), "remote" (the executor's action cache had
+        it), "fallback" (the executor failed: run here) or "ran"."""
+        executor = self.settings.executor
+        if executor is None or self.spec.rule not in REMOTE_RULES:
+            return "ran", run_command(self.spec, capture=True)
+        from buildgen.remote.run import run_remotely
+
+        done = run_remotely(self.spec, executor, self.build, self.build / REMOTE_STATE,
+                            dict(os.environ))
+        if done is None:
+            return "fallback", run_command(self.spec, capture=True)
+        _echo(done.stdout, done.stderr)
+        return ("remote" if done.cached else "executed"), Ran(
+            done.exit_code, (done.stdout, done.stderr))
 
     # -- hits ------------------------------------------------------------------------------
 
@@ -346,8 +364,10 @@ class CachedAction:
             write_atomic(path, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
     def _account(self, outcome: str) -> None:
+        # The store's counters know hits and misses: an action run anywhere is a miss.
+        counted = outcome if outcome in stats.OUTCOMES else "ran"
         try:
-            size = stats.record(self.settings.dir, outcome, self.added)
+            size = stats.record(self.settings.dir, counted, self.added)
             if size > self.settings.max_size:
                 from buildgen.cache.evict import evict
 

@@ -20,7 +20,8 @@ RULE_STAGES = {
     "executor": "codegen", "shared_kernels": "codegen", "report": "report", "cc": "compile",
     "link_shared": "link", "ar": "link",
 }  # fmt: skip
-OUTCOMES = ("ran", "local", "remote")
+# "executed": on the executor's workers; "fallback": here, after the executor failed it.
+OUTCOMES = ("ran", "local", "remote", "executed", "fallback")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Entry:
     rule: str
     stage: str
     output: str  # the action's first output, relative to the build dir
-    outcome: str  # "ran", "local" (restored from the local cache) or "remote"
+    outcome: str  # one of OUTCOMES: "local" and "remote" were restored from a cache
     seconds: float
     exit_code: int = 0
 

@@ -407,7 +407,12 @@ def remote_warnings(state_dir: Path) -> list[str]:
             f"remote cache {printable(url)} was unreachable ({printable(reason)}): "
             "the rest of the build used the local cache only"
         )
-    events = Path(state_dir) / EVENTS_DIR
+    return lines + event_lines(Path(state_dir) / EVENTS_DIR)
+
+
+def event_lines(events: Path) -> list[str]:
+    """The lines of a folder of event files (one per event), sorted by file name."""
+    lines = []
     if events.is_dir():
         for event in sorted(p for p in events.iterdir() if not p.name.startswith(".")):
             with contextlib.suppress(OSError):
@@ -415,11 +420,12 @@ def remote_warnings(state_dir: Path) -> list[str]:
     return lines
 
 
-def reset_remote_state(state_dir: Path) -> None:
+def reset_remote_state(state_dir: Path, marker: str = DOWN_MARKER,
+                       events_dir: str = EVENTS_DIR) -> None:
     """Forget the previous build's marker and events; call at the start of a build."""
     with contextlib.suppress(FileNotFoundError):
-        (Path(state_dir) / DOWN_MARKER).unlink()
-    events = Path(state_dir) / EVENTS_DIR
+        (Path(state_dir) / marker).unlink()
+    events = Path(state_dir) / events_dir
     if events.is_dir():
         for event in events.iterdir():
             with contextlib.suppress(FileNotFoundError):

@@ -24,8 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildgen.remote.settings import ExecutorSettings, ExecutorSettingsError, resolve_executor
+
 if TYPE_CHECKING:
     from buildgen.manifest import CacheOptions
+    from buildgen.manifest.model import RemoteOptions
 
 REMOTE_STATE = ".buildgen/remote"  # the remote client's shared state, in the build dir
 SETTINGS_FILE = ".buildgen/cache.json"  # relative to the build dir
@@ -58,6 +61,7 @@ class CacheSettings:
     remote: str | None = None
     read_only: bool = False
     remote_timeout: float | None = None  # s per remote request; None: the client's default
+    executor: ExecutorSettings | None = None  # remote execution (buildgen.remote)
 
 
 def parse_size(text: str) -> int:
@@ -73,8 +77,9 @@ def default_dir(env: Mapping[str, str]) -> Path:
     return Path(os.path.abspath(base)) / "buildgen"
 
 
-def settings_file_text(options: CacheOptions) -> str:
-    """What gen writes: the manifest's section, paths absolute, sizes in bytes."""
+def settings_file_text(options: CacheOptions, remote: RemoteOptions | None = None) -> str:
+    """What gen writes: the manifest's `cache:` (paths absolute, sizes in bytes) and its
+    `remote:` section."""
     section = {
         "format": SETTINGS_FORMAT,
         "enabled": options.enabled,
@@ -82,6 +87,7 @@ def settings_file_text(options: CacheOptions) -> str:
         "max_size": options.max_size,
         "remote": options.remote,
         "read_only": options.read_only,
+        "executor": remote.section() if remote is not None else None,
     }
     return json.dumps(section, indent=2, sort_keys=True) + "\n"
 
@@ -119,6 +125,12 @@ def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> C
         except SettingsError as exc:
             raise SettingsError(f"${ENV_MAX_SIZE}: {exc}") from None
     remote = env.get(ENV_REMOTE) or section.get("remote") or None
+    executor_section = section.get("executor")
+    try:
+        executor = resolve_executor(
+            executor_section if isinstance(executor_section, Mapping) else None, env)
+    except ExecutorSettingsError as exc:
+        raise SettingsError(str(exc)) from None
     return CacheSettings(
         enabled=enabled,
         dir=Path(os.path.abspath(str(folder))) if folder else default_dir(env),
@@ -126,6 +138,7 @@ def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> C
         remote=str(remote) if remote else None,
         read_only=_flag(env, ENV_READ_ONLY, bool(section.get("read_only", False))),
         remote_timeout=_seconds(env, ENV_REMOTE_TIMEOUT),
+        executor=executor,
     )
 
 

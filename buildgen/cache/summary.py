@@ -31,6 +31,8 @@ class Summary:
     skipped: int
     failed: int
     seconds_by_stage: tuple[tuple[str, float], ...]
+    executed: int = 0  # of `ran`: on the executor's workers
+    fell_back: int = 0  # of `ran`: here, after the executor failed them
 
     def lines(
         self, warnings: Sequence[str] = (), stopped: bool = False, color: bool = False
@@ -39,7 +41,14 @@ class Summary:
         `color`: the word "warning:" in colour (buildgen.term)."""
         total = self.ran + self.local + self.remote + self.skipped
         rest = "not run" if stopped else "up to date"
-        failed = f" ({self.failed} of them failed)" if self.failed else ""
+        notes = []
+        if self.executed or self.fell_back:
+            notes.append(f"{self.executed} on the executor")
+        if self.fell_back:
+            notes.append(f"{self.fell_back} locally after the executor failed")
+        if self.failed:
+            notes.append(f"{self.failed} of them failed")
+        failed = f" ({', '.join(notes)})" if notes else ""
         head = (
             f"buildgen: {total} actions: {self.ran} ran{failed}, {self.local} restored from "
             f"the local cache, {self.remote} from the remote cache, {self.skipped} {rest}"
@@ -65,12 +74,14 @@ def summarize(entries: Iterable[Entry], planned: int) -> Summary:
     order = {stage: i for i, stage in enumerate(STAGE_ORDER)}
     stages = sorted(seconds, key=lambda s: (order.get(s, len(order)), s))
     return Summary(
-        ran=outcomes["ran"] + failed,
+        ran=outcomes["ran"] + outcomes["executed"] + outcomes["fallback"] + failed,
         local=outcomes["local"],
         remote=outcomes["remote"],
         skipped=max(planned - done, 0),
         failed=failed,
         seconds_by_stage=tuple((s, seconds[s]) for s in stages),
+        executed=outcomes["executed"],
+        fell_back=outcomes["fallback"],
     )
 
 

@@ -13,6 +13,7 @@ from buildgen.manifest.model import (
     Manifest,
     ModelSpec,
     PartitionOptions,
+    RemoteOptions,
     TargetSpec,
 )
 from buildgen.manifest.semantic import resolve
@@ -41,6 +42,7 @@ def assemble(data: dict[str, Any], source_map: SourceMap, path: Path) -> Manifes
         targets=targets,
         partition=defaults,
         cache=_cache(data.get("cache", {}), root),
+        remote=_remote(data["remote"], root) if "remote" in data else None,
         locations=source_map,
     )
 
@@ -56,6 +58,21 @@ def _cache(section: dict[str, Any], root: Path) -> CacheOptions:
         max_size=parse_size(section["max_size"]) if "max_size" in section else None,
         remote=section.get("remote"),
         read_only=bool(section.get("read_only", False)),
+    )
+
+
+def _remote(section: dict[str, Any], root: Path) -> RemoteOptions:
+    def path(value: str) -> Path:
+        return resolve(root, os.path.expanduser(value))
+
+    return RemoteOptions(
+        executor=section["executor"],
+        instance=section.get("instance", ""),
+        platform=tuple(sorted((k, str(v)) for k, v in section.get("platform", {}).items())),
+        jobs=section.get("jobs"),
+        timeout=float(section["timeout"]) if "timeout" in section else None,
+        token_file=path(section["token_file"]) if "token_file" in section else None,
+        tls=tuple(sorted((k, path(v)) for k, v in section.get("tls", {}).items())),
     )
 
 

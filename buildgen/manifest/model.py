@@ -38,6 +38,35 @@ class CacheOptions:
 
 
 @dataclass(frozen=True)
+class RemoteOptions:
+    """The manifest's `remote:` section: a Remote Execution API service that runs actions
+    (buildgen.remote.settings; environment variables override it at run time). Paths are
+    absolute; no secret is ever here, only the files that hold them."""
+
+    executor: str
+    instance: str = ""
+    platform: tuple[tuple[str, str], ...] = ()  # sorted by name
+    jobs: int | None = None
+    timeout: float | None = None  # s an action may take on a worker
+    token_file: Path | None = None
+    tls: tuple[tuple[str, Path], ...] = ()  # ca / cert / key -> a PEM file
+
+    def section(self) -> dict[str, object]:
+        """As the build's settings file keeps it."""
+        section: dict[str, object] = {"executor": self.executor, "instance": self.instance,
+                                      "platform": dict(self.platform)}
+        if self.jobs is not None:
+            section["jobs"] = self.jobs
+        if self.timeout is not None:
+            section["timeout"] = self.timeout
+        if self.token_file is not None:
+            section["token_file"] = str(self.token_file)
+        if self.tls:
+            section["tls"] = {name: str(path) for name, path in self.tls}
+        return section
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str  # a C identifier: it prefixes the model's C API
     source: Path  # absolute
@@ -73,6 +102,7 @@ class Manifest:
     targets: tuple[TargetSpec, ...]  # sorted by name
     partition: PartitionOptions = PartitionOptions()  # defaults the models started from
     cache: CacheOptions = CacheOptions()
+    remote: RemoteOptions | None = None
     locations: SourceMap | None = field(default=None, compare=False, repr=False)
 
     def model(self, name: str) -> ModelSpec:

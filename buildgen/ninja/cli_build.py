@@ -76,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
 
         build_dir = generate(args.manifest, args.build_dir).build_dir
         write_stamp(args.manifest, args.build_dir, build_dir)
-    cached, state = _prepare_cache(build_dir)
+    cached, state, jobs = _prepare_cache(build_dir)
     offset = journal.journal_size(build_dir)
+    if args.jobs is None and jobs is not None:
+        args.jobs = jobs  # remote.jobs: actions on the executor's workers, not on our cores
     ninja_args = [*ninja_flags(args), *args.passthrough]
     code = exit_status(run_ninja(build_dir, [*ninja_args, *args.names]).returncode)
     # Without the cache, no action reports what it did: nothing to summarize.
@@ -92,24 +94,30 @@ def _builds_nothing(ninja_args: list[str]) -> bool:
                for a, b in pairs)
 
 
-def _prepare_cache(build_dir: Path) -> tuple[bool, Path | None]:
-    """Check the cache settings before any action reads them; forget the previous build's
-    remote-cache trouble. Returns whether the cache is on, and the remote client's state
-    folder if there is a remote."""
+def _prepare_cache(build_dir: Path) -> tuple[bool, Path | None, int | None]:
+    """Check the cache and executor settings before any action reads them; forget the
+    previous build's remote trouble. Returns whether the cache is on, the remote clients'
+    state folder if there is a remote cache or an executor, and the executor's -j."""
     from buildgen.cache.settings import REMOTE_STATE, SettingsError, load_settings
 
     try:
         settings = load_settings(build_dir)
     except SettingsError as exc:
         raise BuildgenError(Diagnostic(str(exc))) from None
-    if not settings.enabled or not settings.remote:
-        return settings.enabled, None
-    from buildgen.cache.remote import RemoteCache, reset_remote_state
-
+    executor = settings.executor if settings.enabled else None
+    if not settings.enabled or not (settings.remote or executor):
+        return settings.enabled, None, None
     state = build_dir / REMOTE_STATE
-    RemoteCache.from_settings(settings.remote, settings.read_only, state)  # raises if wrong
-    reset_remote_state(state)
-    return True, state
+    if settings.remote:
+        from buildgen.cache.remote import RemoteCache, reset_remote_state
+
+        RemoteCache.from_settings(settings.remote, settings.read_only, state)  # raises if wrong
+        reset_remote_state(state)
+    if executor is not None:
+        from buildgen.remote.run import reset_executor_state
+
+        reset_executor_state(state)
+    return True, state, executor.jobs if executor is not None else None
 
 
 def _print_summary(
@@ -121,8 +129,9 @@ def _print_summary(
     warnings: list[str] = []
     if state is not None:
         from buildgen.cache.remote import remote_warnings
+        from buildgen.remote.run import executor_warnings
 
-        warnings = remote_warnings(state)
+        warnings = remote_warnings(state) + executor_warnings(state)
     summary = summarize(read_entries(build_dir, offset), planned_actions(build_dir, names))
     color = color_enabled(sys.stdout)
     print(os.linesep.join(summary.lines(warnings, stopped, color)), flush=True)

@@ -58,7 +58,7 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()))
     files = gen_files(manifest.models, targets)
     # The cache's settings go to a file the actions read, never into build.ninja.
-    files[SETTINGS_FILE] = settings_file_text(manifest.cache)
+    files[SETTINGS_FILE] = settings_file_text(manifest.cache, manifest.remote)
     try:
         cached = enabled_at_gen(manifest.cache)
     except SettingsError as exc:

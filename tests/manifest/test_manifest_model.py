@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 
 from buildgen.errors import BuildgenError, SourceLocation
 from buildgen.manifest import FrozenDict, PartitionOptions, load_manifest, thaw
+from buildgen.manifest.model import RemoteOptions
 
 DESIGN_EXAMPLE = """
 buildgen: 1
@@ -201,3 +202,26 @@ def test_ten_mistakes_give_ten_located_errors(write_manifest, tmp_path) -> None:
     # One rendering lists them all, each with its source line and caret.
     assert str(caught.value).count(": error: ") == len(found)
     assert str(caught.value).count("^") == len(found)
+
+
+def test_the_remote_section(write_manifest, tmp_path) -> None:
+    path = write_manifest(
+        """
+        buildgen: 1
+        remote:
+          executor: grpcs://re.example.com:443
+          instance: main
+          platform: {OSFamily: linux, cores: 8}
+          jobs: 64
+          token_file: secrets/token
+          tls: {ca: ca.pem}
+        targets: {cpu: c}
+        models:
+          a: {source: mlp.onnx, targets: [cpu]}
+        """
+    )
+    remote = load_manifest(path).remote
+    assert remote == RemoteOptions(
+        executor="grpcs://re.example.com:443", instance="main",
+        platform=(("OSFamily", "linux"), ("cores", "8")), jobs=64,
+        token_file=tmp_path / "secrets" / "token", tls=(("ca", tmp_path / "ca.pem"),))

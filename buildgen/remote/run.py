@@ -1,0 +1,110 @@
+"""The wrapper's entry to remote execution: run an action remotely, or say it must run here.
+
+A remote failure never fails the build. A transient one (the service briefly unavailable, a
+deadline, a blob that failed its check) is retried with backoff; after that, or after a
+refusal, the action runs locally and the build summary says which and why. When the
+service cannot be reached at all, the first action to find out writes a marker, and every
+later action of the build runs locally at once instead of waiting for its own retries.
+
+The actions of a build are separate processes: the marker and one event file per fallback
+under `<build>/.buildgen/remote/` (written atomically) are what they share, as the remote
+cache's client does (buildgen.cache.remote).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildgen.cache.action import ActionSpec
+from buildgen.fsutil import write_atomic
+from buildgen.remote.settings import ExecutorSettings
+
+DOWN_MARKER = "executor-down"
+EVENTS_DIR = "executor-events"
+MARKER_TTL = 600.0  # s: a plain `ninja` run never resets the state; an old marker expires
+ATTEMPTS = 3
+BACKOFF = 0.5  # s before the second attempt, doubled after each
+UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    cached: bool  # the service answered from its action cache: nothing ran
+
+
+def run_remotely(spec: ActionSpec, settings: ExecutorSettings, build: Path,
+                 state_dir: Path, environ: dict[str, str]) -> RemoteOutcome | None:
+    """The action's outcome on a worker (its outputs written), or None: run it locally."""
+    if executor_down(state_dir):
+        return None
+    from buildgen.remote.action import execute
+    from buildgen.remote.client import RemoteError
+
+    delay = BACKOFF
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            done = execute(spec, settings, str(build), environ)
+            return RemoteOutcome(done.exit_code, done.stdout, done.stderr, done.cached)
+        except RemoteError as exc:
+            if exc.transient and attempt < ATTEMPTS:
+                time.sleep(delay)
+                delay *= 2
+                continue
+            _fall_back(spec, settings, state_dir, str(exc), attempt)
+            return None
+        except OSError as exc:  # an input vanished, or the build dir cannot be written
+            _fall_back(spec, settings, state_dir, f"{exc.strerror or exc}", attempt)
+            return None
+    return None  # not reached: the last attempt returns
+
+
+def executor_down(state_dir: Path) -> bool:
+    try:
+        return time.time() - (state_dir / DOWN_MARKER).stat().st_mtime < MARKER_TTL
+    except OSError:
+        return False
+
+
+def executor_warnings(state_dir: Path) -> list[str]:
+    """The build summary's lines: the service down (once), then each fallback, sorted."""
+    from buildgen.cache.remote import event_lines, printable
+
+    lines = []
+    with contextlib.suppress(OSError):
+        lines.append(printable((state_dir / DOWN_MARKER).read_text(errors="replace").strip(),
+                               400))
+    return lines + event_lines(state_dir / EVENTS_DIR)
+
+
+def reset_executor_state(state_dir: Path) -> None:
+    """Forget the previous build's marker and fallbacks; called at the start of a build."""
+    from buildgen.cache.remote import reset_remote_state
+
+    reset_remote_state(state_dir, DOWN_MARKER, EVENTS_DIR)
+
+
+def _fall_back(spec: ActionSpec, settings: ExecutorSettings, state_dir: Path, reason: str,
+               attempts: int) -> None:
+    from buildgen.cache.remote import printable
+
+    reason = printable(reason, 300)
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    output = spec.outputs[0]
+    line = f"{output}: ran locally, the executor failed{tries} ({reason})"
+    with contextlib.suppress(OSError, ValueError):
+        print(f"buildgen remote: warning: {line}", file=sys.stderr, flush=True)
+    name = hashlib.sha256(output.encode()).hexdigest()[:16]
+    with contextlib.suppress(OSError):
+        write_atomic(state_dir / EVENTS_DIR / f"fallback-{name}", line + "\n")
+        if any(word in reason for word in UNREACHABLE) and not executor_down(state_dir):
+            write_atomic(state_dir / DOWN_MARKER,
+                         f"executor {printable(settings.url)} was unreachable ({reason}): "
+                         "the rest of the build ran locally\n")

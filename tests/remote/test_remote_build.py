@@ -1,0 +1,128 @@
+"""`buildgen build` of the examples with a real REAPI service (BuildGrid) running the
+compiles on the tests' workers: the libraries are the bytes a local build makes, every
+compile ran on a worker, a second checkout gets the service's cached results, and a
+service that cannot be reached costs a warning, not the build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from buildgen.cache.journal import read_entries
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "reapi-s3cret-41c7"
+
+
+@dataclass(frozen=True)
+class Built:
+    output: str  # what `buildgen build` printed
+    libraries: dict[str, bytes]  # by path relative to the build dir
+    outcomes: dict[str, str]  # action output -> outcome, from the journal
+    rules: dict[str, str]  # action output -> rule
+
+
+def _clone(dest: Path) -> Path:
+    (dest / "examples").mkdir(parents=True)
+    shutil.copy2(REPO / "BUILD.yaml", dest / "BUILD.yaml")
+    shutil.copytree(REPO / "examples" / "models", dest / "examples" / "models")
+    return dest
+
+
+def _build(clone: Path, cache: Path, **env: str) -> Built:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
+    full.update(BUILDGEN_CACHE_DIR=str(cache), **env)
+    done = subprocess.run([sys.executable, "-m", "buildgen", "build", "-j", "4"], cwd=clone,
+                          env=full, capture_output=True, text=True, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert TOKEN not in output
+    build_dir = clone / "build"
+    entries = list(read_entries(build_dir))
+    return Built(
+        output=output,
+        libraries={str(p.relative_to(build_dir)): p.read_bytes()
+                   for p in build_dir.rglob("lib*") if p.suffix in (".so", ".a")},
+        outcomes={e.output: e.outcome for e in entries},
+        rules={e.output: e.rule for e in entries},
+    )
+
+
+def _remote_env(service, **extra: str) -> dict[str, str]:
+    return {"BUILDGEN_REMOTE_EXECUTOR": service.address,
+            "BUILDGEN_REMOTE_INSTANCE": service.instance,
+            "BUILDGEN_REMOTE_TOKEN": TOKEN, **extra}
+
+
+def _compiles(built: Built) -> dict[str, str]:
+    return {out: built.outcomes[out] for out, rule in built.rules.items() if rule == "cc"}
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> Built:
+    return _build(_clone(tmp_path_factory.mktemp("local")), tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def remote(reapi_service, tmp_path_factory) -> tuple[Built, int]:
+    before = len(reapi_service.executed())
+    built = _build(_clone(tmp_path_factory.mktemp("remote")), tmp_path_factory.mktemp("cache"),
+                   **_remote_env(reapi_service))
+    return built, len(reapi_service.executed()) - before
+
+
+def test_a_remote_build_makes_the_local_bytes(local: Built, remote) -> None:
+    built, _ = remote
+    assert len(local.libraries) == 7
+    assert built.libraries == local.libraries
+
+
+def test_every_compile_ran_on_a_worker(remote, reapi_service) -> None:
+    built, ran_on_workers = remote
+    compiles = _compiles(built)
+    assert len(compiles) >= 10
+    assert set(compiles.values()) == {"executed"}
+    assert ran_on_workers == len(compiles)
+    # the Python stages and links stayed here
+    assert {o for out, o in built.outcomes.items() if out not in compiles} == {"ran"}
+    assert f"({len(compiles)} on the executor)" in built.output
+    commands = [record["argv"] for record in reapi_service.executed()[-ran_on_workers:]]
+    assert all("-c" in argv and "-MD" in argv for argv in commands)
+
+
+def test_a_second_checkout_gets_the_services_cached_results(remote, reapi_service,
+                                                           tmp_path) -> None:
+    """Another path, another empty local cache: the actions are the same (the input root
+    does not name the checkout's path), so the service answers from its action cache."""
+    first, _ = remote
+    before = len(reapi_service.executed())
+    built = _build(_clone(tmp_path / "deeper" / "clone"), tmp_path / "cache",
+                   **_remote_env(reapi_service))
+    assert set(_compiles(built).values()) == {"remote"}
+    assert len(reapi_service.executed()) == before
+    assert built.libraries == first.libraries
+
+
+def test_an_unreachable_executor_costs_a_warning_not_the_build(local: Built,
+                                                              tmp_path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    built = _build(_clone(tmp_path / "clone"), tmp_path / "cache",
+                   BUILDGEN_REMOTE_EXECUTOR=f"grpc://127.0.0.1:{port}")
+    compiles = _compiles(built)
+    assert set(compiles.values()) == {"fallback"}
+    assert f"(0 on the executor, {len(compiles)} locally after the executor failed)" \
+        in built.output
+    assert f"warning: executor grpc://127.0.0.1:{port} was unreachable" in built.output
+    assert built.libraries == local.libraries
