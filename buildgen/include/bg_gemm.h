@@ -19,6 +19,8 @@
  * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
  * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
  * sizes 8..64 and channel counts 32..128) where 6 (the other common AVX2 shape) does not.
+ * Without AVX (NEON, SSE) the same tile is computed from 4-wide accumulators (below), so the
+ * packing and the driver are one for every target.
  */
 #ifndef BG_KERNELS_H
 #error "include bg_kernels.h, not bg_gemm.h"
@@ -107,6 +109,7 @@ static inline void bg__tile_ep8(bg_v8f *v, const bg__tile_ep *te, int row, int c
         if (nv > 2) BG_STORE8((crow) + 16, o2);                                                    \
     } while (0)
 
+#if defined(__AVX__)
 #define BG__UK_ROW(ai, r0, r1, r2)                                                                 \
     do {                                                                                           \
         const bg_v8f av = BG_SPLAT8(a[ai]);                                                        \
@@ -142,6 +145,110 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
     BG__UK_STORE_ROW(c + 2 * ldc, 2, c20, c21, c22);
     BG__UK_STORE_ROW(c + 3 * ldc, 3, c30, c31, c32);
 }
+#else /* 128-bit registers: the same tiles, from 4-wide accumulators */
+
+/* Columns of 8 one pass of the 128-bit kernel covers: NEON's 32 registers hold the whole
+ * 4 x 24 tile (24 accumulators, 6 B vectors, the 4 A values); SSE's 16 hold a 4 x 8 strip
+ * (8 + 2 + 1), so a tile takes three passes over the same packed panels, which stay in L1. */
+#if defined(__aarch64__)
+#define BG__UK4_GROUPS 3
+/* Keep the four A values in one register: left alone, GCC loads them through integer
+ * registers (ldp x, lsr, fmov: 8 instructions for one ldr q) and spills 3 accumulators. */
+#define BG__UK4_PIN(v) __asm__("" : "+w"(v))
+#else
+#define BG__UK4_GROUPS 1
+#define BG__UK4_PIN(v) ((void)0)
+#endif
+
+/* Two 4-wide accumulators as one 8-wide vector (the store and epilogue are 8-wide: once per
+ * tile, after the k loop, so their stack traffic is not in the loop). */
+#define BG__UK4_JOIN(v, lo, hi)                                                                    \
+    do {                                                                                           \
+        memcpy(&(v), &(lo), sizeof(bg_v4f));                                                       \
+        memcpy((char *)&(v) + sizeof(bg_v4f), &(hi), sizeof(bg_v4f));                             \
+    } while (0)
+
+#define BG__UK4_ROW(i, r0, r1, r2, r3, r4, r5)                                                     \
+    do {                                                                                           \
+        const bg_v4f ai = BG_LANE4(av, i);                                                         \
+        r0 = BG_FMA4(b0, ai, r0);                                                                  \
+        r1 = BG_FMA4(b1, ai, r1);                                                                  \
+        if (groups > 1) {                                                                          \
+            r2 = BG_FMA4(b2, ai, r2);                                                              \
+            r3 = BG_FMA4(b3, ai, r3);                                                              \
+        }                                                                                          \
+        if (groups > 2) {                                                                          \
+            r4 = BG_FMA4(b4, ai, r4);                                                              \
+            r5 = BG_FMA4(b5, ai, r5);                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define BG__UK4_STORE_ROW(crow, row, r0, r1, r2, r3, r4, r5)                                       \
+    do {                                                                                           \
+        bg_v8f w0, w1 = va, w2 = va;                                                               \
+        BG__UK4_JOIN(w0, r0, r1);                                                                  \
+        if (groups > 1) BG__UK4_JOIN(w1, r2, r3);                                                  \
+        if (groups > 2) BG__UK4_JOIN(w2, r4, r5);                                                  \
+        const int nv = groups;                                                                     \
+        BG__UK_STORE_ROW(crow, row, w0, w1, w2);                                                   \
+    } while (0)
+
+/* One pass: rows 0..3 x columns [8*g0, 8*(g0 + groups)) of the tile (groups <= GROUPS, a
+ * constant). The tile epilogue takes columns relative to the tile, hence the shifted te. */
+__attribute__((always_inline)) static inline void
+bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
+                 float *restrict c, int64_t ldc, float alpha, float beta, int groups,
+                 const bg__tile_ep *te)
+{
+    bg_v4f c00 = BG_SPLAT4(0.0f), c01 = c00, c02 = c00, c03 = c00, c04 = c00, c05 = c00;
+    bg_v4f c10 = c00, c11 = c00, c12 = c00, c13 = c00, c14 = c00, c15 = c00;
+    bg_v4f c20 = c00, c21 = c00, c22 = c00, c23 = c00, c24 = c00, c25 = c00;
+    bg_v4f c30 = c00, c31 = c00, c32 = c00, c33 = c00, c34 = c00, c35 = c00;
+    for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        bg_v4f av, b0, b1, b2 = c00, b3 = c00, b4 = c00, b5 = c00;
+        BG_LOAD4(av, a);
+        BG__UK4_PIN(av);
+        BG_LOAD4(b0, b);
+        BG_LOAD4(b1, b + 4);
+        if (groups > 1) {
+            BG_LOAD4(b2, b + 8);
+            BG_LOAD4(b3, b + 12);
+        }
+        if (groups > 2) {
+            BG_LOAD4(b4, b + 16);
+            BG_LOAD4(b5, b + 20);
+        }
+        BG__UK4_ROW(0, c00, c01, c02, c03, c04, c05);
+        BG__UK4_ROW(1, c10, c11, c12, c13, c14, c15);
+        BG__UK4_ROW(2, c20, c21, c22, c23, c24, c25);
+        BG__UK4_ROW(3, c30, c31, c32, c33, c34, c35);
+    }
+    const bg_v8f va = BG_SPLAT8(alpha), vb = BG_SPLAT8(beta);
+    BG__UK4_STORE_ROW(c, 0, c00, c01, c02, c03, c04, c05);
+    BG__UK4_STORE_ROW(c + ldc, 1, c10, c11, c12, c13, c14, c15);
+    BG__UK4_STORE_ROW(c + 2 * ldc, 2, c20, c21, c22, c23, c24, c25);
+    BG__UK4_STORE_ROW(c + 3 * ldc, 3, c30, c31, c32, c33, c34, c35);
+}
+
+/* bg__ukernel_body's contract (below) in passes of GROUPS columns of 8. */
+__attribute__((always_inline)) static inline void
+bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
+                 float *restrict c, int64_t ldc, float alpha, float beta, int nv,
+                 const bg__tile_ep *te)
+{
+    for (int g0 = 0; g0 < nv; g0 += BG__UK4_GROUPS) {
+        const int groups = nv - g0 < BG__UK4_GROUPS ? nv - g0 : BG__UK4_GROUPS;
+        bg__tile_ep shifted;
+        if (te != NULL) {
+            shifted = *te;
+            if (shifted.col_scale) shifted.col_scale += 8 * g0;
+            if (shifted.col_bias) shifted.col_bias += 8 * g0;
+        }
+        bg__ukernel_pass(kc, a, b + 8 * g0, bs, c + 8 * g0, ldc, alpha, beta, groups,
+                         te != NULL ? &shifted : NULL);
+    }
+}
+#endif
 
 /* One function per width, never inlined: register allocation inside the driver's large
  * body would otherwise keep scalars in vector registers and spill the B vectors back to

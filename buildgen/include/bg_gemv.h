@@ -19,7 +19,9 @@ static inline int64_t bg__gemv_floats(int64_t M, int64_t N, int64_t K)
 }
 
 /* y[0:L] = sum_k x[k] * mat[k*ld + 0:L], eight rows of the matrix per pass over y (so y's
- * load/store traffic is an eighth of the matrix's). */
+ * load/store traffic is an eighth of the matrix's). Vectors of the native width (bg_vnf):
+ * these loops are memory-bound, and a vector without a register of its size would add a
+ * stack round trip to every step. */
 static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t ld,
                                  const float *x, float *y)
 {
@@ -27,17 +29,17 @@ static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
         const float *m0 = mat + k * ld;
-        bg_v8f xs[8];
-        for (int r = 0; r < 8; ++r) xs[r] = BG_SPLAT8(x[k + r]);
+        bg_vnf xs[8];
+        for (int r = 0; r < 8; ++r) xs[r] = BG_SPLATN(x[k + r]);
         int64_t l = 0;
-        for (; l + 8 <= L; l += 8) {
-            bg_v8f acc, row;
-            BG_LOAD8(acc, y + l);
+        for (; l + BG_VN <= L; l += BG_VN) {
+            bg_vnf acc, row;
+            BG_LOADN(acc, y + l);
             for (int r = 0; r < 8; ++r) {
-                BG_LOAD8(row, m0 + r * ld + l);
-                acc = BG_FMA8(xs[r], row, acc);
+                BG_LOADN(row, m0 + r * ld + l);
+                acc = BG_FMAN(xs[r], row, acc);
             }
-            BG_STORE8(y + l, acc);
+            BG_STOREN(y + l, acc);
         }
         for (; l < L; ++l)
             for (int r = 0; r < 8; ++r) y[l] += x[k + r] * m0[r * ld + l];
@@ -53,25 +55,25 @@ static inline void bg__gemv_axpy(int64_t L, int64_t K, const float *mat, int64_t
     }
 }
 
-/* y[l] = dot(mat[l*ld + 0:K], x) with two 8-lane accumulators per row. */
+/* y[l] = dot(mat[l*ld + 0:K], x) with two native-width accumulators per row. */
 static inline void bg__gemv_dot(int64_t L, int64_t K, const float *mat, int64_t ld,
                                 const float *x, float *y)
 {
     for (int64_t l = 0; l < L; ++l) {
         const float *row = mat + l * ld;
-        bg_v8f s0 = BG_SPLAT8(0.0f), s1 = s0;
+        bg_vnf s0 = BG_SPLATN(0.0f), s1 = s0;
         int64_t k = 0;
-        for (; k + 16 <= K; k += 16) {
-            bg_v8f r0, r1, v0, v1;
-            BG_LOAD8(r0, row + k);
-            BG_LOAD8(r1, row + k + 8);
-            BG_LOAD8(v0, x + k);
-            BG_LOAD8(v1, x + k + 8);
-            s0 = BG_FMA8(r0, v0, s0);
-            s1 = BG_FMA8(r1, v1, s1);
+        for (; k + 2 * BG_VN <= K; k += 2 * BG_VN) {
+            bg_vnf r0, r1, v0, v1;
+            BG_LOADN(r0, row + k);
+            BG_LOADN(r1, row + k + BG_VN);
+            BG_LOADN(v0, x + k);
+            BG_LOADN(v1, x + k + BG_VN);
+            s0 = BG_FMAN(r0, v0, s0);
+            s1 = BG_FMAN(r1, v1, s1);
         }
         s0 += s1;
-        float s = ((s0[0] + s0[1]) + (s0[2] + s0[3])) + ((s0[4] + s0[5]) + (s0[6] + s0[7]));
+        float s = BG_HSUMN(s0);
         for (; k < K; ++k) s += row[k] * x[k];
         y[l] = s;
     }

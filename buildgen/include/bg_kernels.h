@@ -131,6 +131,46 @@ typedef double bg_v4d __attribute__((vector_size(32))); /* for 64-bit lane permu
 #define BG_FMA8(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* ---- 4-wide vectors: the GEMM micro-kernel where registers are 128 bits (bg_gemm.h) ----
+ * Without AVX (aarch64's NEON, x86-64's SSE baseline, riscv64) a bg_v8f has no register of
+ * its size: GCC splits each operation in two and keeps the vector itself on the stack. The
+ * micro-kernel's accumulators are therefore 4-wide there; everything else stays 8-wide. */
+typedef float bg_v4f __attribute__((vector_size(16)));
+#define BG_LOAD4(dst, src) memcpy(&(dst), (src), sizeof(bg_v4f))
+#define BG_SPLAT4(x) ((bg_v4f){(x), (x), (x), (x)})
+#define BG_LANE4(v, i) ((bg_v4f){(v)[i], (v)[i], (v)[i], (v)[i]}) /* NEON: fmla by element */
+/* a*b + c, fused where the target has it (GCC's aarch64 builtin, not <arm_neon.h>: the same
+ * instruction without 32,000 lines to parse in every module). */
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
+#define BG_FMA4(a, b, c) __builtin_aarch64_fmav4sf((a), (b), (c))
+#elif defined(__has_builtin) && defined(__aarch64__)
+#if __has_builtin(__builtin_elementwise_fma)
+#define BG_FMA4(a, b, c) __builtin_elementwise_fma((a), (b), (c))
+#endif
+#endif
+#ifndef BG_FMA4
+#define BG_FMA4(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* The widest float vector with a register of its size, for memory-bound loops (bg_gemv.h):
+ * 8-wide with AVX, 4-wide elsewhere (see bg_v4f). BG_HSUMN adds its lanes pairwise. */
+#if defined(__AVX__)
+typedef bg_v8f bg_vnf;
+#define BG_VN 8
+#define BG_LOADN BG_LOAD8
+#define BG_SPLATN BG_SPLAT8
+#define BG_FMAN BG_FMA8
+#define BG_HSUMN(v) ((((v)[0] + (v)[1]) + ((v)[2] + (v)[3])) + (((v)[4] + (v)[5]) + ((v)[6] + (v)[7])))
+#else
+typedef bg_v4f bg_vnf;
+#define BG_VN 4
+#define BG_LOADN BG_LOAD4
+#define BG_SPLATN BG_SPLAT4
+#define BG_FMAN BG_FMA4
+#define BG_HSUMN(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3]))
+#endif
+#define BG_STOREN(dst, src) memcpy((dst), &(src), sizeof(bg_vnf))
+
 /* The epilogue's activations, lane by lane through bg_math.h: one approximation for the
  * scalar and the vector paths, which the compiler vectorises (an 8-iteration loop). */
 static inline void bg__sigmoid8(bg_v8f *v)

@@ -1,0 +1,123 @@
+"""The GEMM and convolution kernels on the architectures ctypes cannot load here: a
+self-checking program (gemm_selfcheck.c, which includes harness.c) cross-compiled with the
+flags the `c` host uses and run under qemu, plus the same program natively at each width
+the kernels pick between (the 8-wide micro-kernel with AVX, the 4-wide one without).
+
+The aarch64 micro-kernel is also checked for what it was written for: its loop keeps the
+4 x 24 tile in registers (`fmla` by element, no stack traffic). That check reads the
+compiler's output, so it pins Debian's aarch64-linux-gnu-gcc 12 behaviour CI installs.
+
+Needs `<triple>-gcc` and `qemu-<arch>`: skipped without them, but failed under CI, where
+.ci/run installs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from buildgen.resources import include_dir
+
+HERE = Path(__file__).parent
+SELFCHECK = HERE / "gemm_selfcheck.c"
+FLAGS = ("-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", "-fno-math-errno")
+
+# name: (compiler, package, flags, emulator)
+BUILDS = {
+    "native-sse": ("gcc", "gcc", ("-O3", "-march=x86-64-v2"), ()),
+    "native-avx2": ("gcc", "gcc", ("-O3", "-march=x86-64-v3"), ()),
+    "aarch64-O3": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", ("-O3",),
+                   ("qemu-aarch64",)),
+    "aarch64-O0": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", ("-O0",),
+                   ("qemu-aarch64",)),
+    "riscv64-O2": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu", ("-O2",),
+                   ("qemu-riscv64",)),
+}
+
+
+def _need(program: str, package: str) -> None:
+    if shutil.which(program) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{program} is not installed; .ci/run installs {package}")
+        pytest.skip(f"{program} is not installed (apt-get install {package})")
+
+
+def _host_runs(march: str) -> bool:
+    if os.uname().machine != "x86_64":
+        return False
+    flags = Path("/proc/cpuinfo").read_text()
+    return march != "-march=x86-64-v3" or ("avx2" in flags and " fma" in flags)
+
+
+def _compile(name: str, out: Path, *, obj: bool = False, src: Path = SELFCHECK) -> None:
+    cc, package, flags, emulator = BUILDS[name]
+    _need(cc, package)
+    for program in emulator[:1]:
+        _need(program, "qemu-user")
+    # Static: qemu then needs no target libc (-L) to start the program.
+    link = ("-c",) if obj else ("-static", "-lm")
+    cmd = [cc, *FLAGS, *flags, f"-I{include_dir()}", f"-I{HERE}", str(src), "-o", str(out),
+           *link]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDS))
+def test_gemm_and_conv_match_a_reference(name: str, tmp_path: Path) -> None:
+    _, _, flags, emulator = BUILDS[name]
+    if not emulator and not _host_runs(flags[-1]):
+        pytest.skip(f"this CPU does not run {flags[-1]}")
+    exe = tmp_path / "selfcheck"
+    _compile(name, exe)
+    proc = subprocess.run([*emulator, str(exe)], capture_output=True, text=True, check=False,
+                          timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+def _function(disassembly: str, name: str) -> list[str]:
+    """The instruction lines of one function in `objdump -d` output."""
+    lines = disassembly.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith(f"<{name}>:"))
+    body = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        body.append(line)
+    return body
+
+
+def _loops(body: list[str]) -> list[list[str]]:
+    """Each backward branch's loop body: the instructions from its target to the branch."""
+    addresses = [int(line.split(":", 1)[0], 16) for line in body]
+    loops = []
+    for i, line in enumerate(body):
+        branch = re.search(r"\bb\.\w+\s+([0-9a-f]+)\s", line)
+        if branch and int(branch.group(1), 16) < addresses[i]:
+            start = addresses.index(int(branch.group(1), 16))
+            loops.append(body[start:i + 1])
+    return loops
+
+
+def test_aarch64_micro_kernel_keeps_the_tile_in_registers(tmp_path: Path) -> None:
+    _need("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu")
+    obj = tmp_path / "dense.o"
+    _compile("aarch64-O3", obj, obj=True, src=include_dir() / "bg_kernels_dense.c")
+    disassembly = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(obj)],
+                                 capture_output=True, text=True, check=True).stdout
+    for name, fmlas in (("bg__ukernel_w24", 24), ("bg__ukernel_w16", 16), ("bg__ukernel_w8", 8)):
+        # The k loop is the one backward branch whose body holds the multiply-adds.
+        loops = [loop for loop in _loops(_function(disassembly, name))
+                 if any("fmla" in line for line in loop)]
+        assert len(loops) == 1, f"{name}: {len(loops)} loops with fmla"
+        loop = loops[0]
+        by_element = [line for line in loop if re.search(r"fmla\s+v\d+\.4s, v\d+\.4s, v\d+\.s\[",
+                                                         line)]
+        assert len(by_element) == fmlas, "\n".join(loop)
+        assert not any("[sp" in line for line in loop), "\n".join(loop)
+        # loads of A and B, the multiply-adds, pointer steps and the branch: nothing else
+        assert len(loop) <= fmlas + 8, "\n".join(loop)
