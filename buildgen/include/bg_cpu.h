@@ -8,7 +8,8 @@
  * compiling the whole module with -march=<level> changes both. The cost is one compile per
  * level, run in parallel by the build.
  *
- * Levels are the x86-64 psABI's microarchitecture levels. The choice is made once per model
+ * Levels are the x86-64 psABI's microarchitecture levels, and on aarch64 NEON or 256-bit
+ * SVE (below). The choice is made once per model
  * instance, at create: the best compiled level the CPU runs, capped by BUILDGEN_MAX_ISA=<level>
  * in the environment (to compare levels, or to reproduce a report from an older machine).
  * Include once, from model.c only.
@@ -20,8 +21,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every level buildgen knows, in rank order: a level runs where its rank's test passes. */
+/* Every level buildgen knows for this architecture, in rank order: a level runs where its
+ * rank's test passes. They match rules/c.yaml's isa_variants `known`. */
+#if defined(__aarch64__)
+#if defined(__linux__)
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#endif
+/* armv8-a: NEON, in every AArch64 CPU. armv8.2-a+sve256: SVE whose vector length is 256 bits
+ * (Graviton3, Neoverse V1), compiled with -msve-vector-bits=256 so the kernels' 8-lane
+ * vectors are one register: such code is wrong at any other length, hence the check. */
+static const char *const bg_isa_known[] = {"armv8-a", "armv8.2-a+sve256"};
+#else
 static const char *const bg_isa_known[] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+#endif
 #define BG_ISA_KNOWN ((int)(sizeof bg_isa_known / sizeof bg_isa_known[0]))
 
 static inline int bg_isa_rank(const char *level)
@@ -62,6 +75,24 @@ static inline int bg_cpu_runs(int rank)
     default: return 0;
     }
 #endif
+#elif defined(__aarch64__) && defined(__linux__)
+/* The kernel's names (<asm/hwcap.h>, <linux/prctl.h>), for C libraries that lack them. */
+#ifndef HWCAP_SVE
+#define HWCAP_SVE (1UL << 22)
+#endif
+#ifndef PR_SVE_GET_VL
+#define PR_SVE_GET_VL 51
+#endif
+#ifndef PR_SVE_VL_LEN_MASK
+#define PR_SVE_VL_LEN_MASK 0xffff
+#endif
+    switch (rank) {
+    case 0: return 1;
+    case 1: /* the thread's vector length in bytes; every thread of the process starts with it */
+        return (getauxval(AT_HWCAP) & HWCAP_SVE) != 0 &&
+               (prctl(PR_SVE_GET_VL) & PR_SVE_VL_LEN_MASK) == 32;
+    default: return 0;
+    }
 #else
     return rank == 0;
 #endif
@@ -88,9 +119,13 @@ static inline int bg_isa_pick(const char *const *levels, int count, char *error,
     if (cap != NULL && cap[0] != '\0') {
         max_rank = bg_isa_rank(cap);
         if (max_rank < 0) {
-            snprintf(error, size,
-                     "BUILDGEN_MAX_ISA=%.64s is not a level (x86-64, x86-64-v2, x86-64-v3, "
-                     "x86-64-v4)", cap);
+            char known[160] = "";
+            for (int i = 0; i < BG_ISA_KNOWN; ++i) {
+                const size_t used = strlen(known);
+                snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                         bg_isa_known[i]);
+            }
+            snprintf(error, size, "BUILDGEN_MAX_ISA=%.64s is not a level (%s)", cap, known);
             return -1;
         }
     }
@@ -113,7 +148,7 @@ static inline int bg_isa_pick(const char *const *levels, int count, char *error,
              "this CPU runs %s%s",
              max_rank < BG_ISA_KNOWN ? " under BUILDGEN_MAX_ISA=" : "",
              max_rank < BG_ISA_KNOWN ? cap : "", held,
-             best >= 0 ? "up to " : "none of the x86-64 levels",
+             best >= 0 ? "up to " : "none of the levels buildgen knows",
              best >= 0 ? bg_isa_known[best] : "");
     return -1;
 }

@@ -19,7 +19,7 @@
  * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
  * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
  * sizes 8..64 and channel counts 32..128) where 6 (the other common AVX2 shape) does not.
- * Without AVX (NEON, SSE) the same tile is computed from 4-wide accumulators (below), so the
+ * Without 256-bit registers (NEON, SSE) the same tile is computed from 4-wide accumulators (below), so the
  * packing and the driver are one for every target.
  */
 #ifndef BG_KERNELS_H
@@ -109,7 +109,7 @@ static inline void bg__tile_ep8(bg_v8f *v, const bg__tile_ep *te, int row, int c
         if (nv > 2) BG_STORE8((crow) + 16, o2);                                                    \
     } while (0)
 
-#if defined(__AVX__)
+#if BG_NATIVE_V8
 #define BG__UK_ROW(ai, r0, r1, r2)                                                                 \
     do {                                                                                           \
         const bg_v8f av = BG_SPLAT8(a[ai]);                                                        \

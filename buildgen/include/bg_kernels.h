@@ -125,14 +125,33 @@ typedef double bg_v4d __attribute__((vector_size(32))); /* for 64-bit lane permu
 /* Fused multiply-add. buildgen compiles with -std=c11, where GCC's default is
  * -ffp-contract=off, so `a*b+c` would stay a multiply and an add; ask for FMA explicitly
  * where the target has it. */
+/* Whether a bg_v8f has a register of its size: AVX's ymm, or SVE with its vector length
+ * pinned to 256 bits (-msve-vector-bits=256, the aarch64 level create picks on such a CPU:
+ * bg_cpu.h). Without one, the GEMM micro-kernel works in 4-wide vectors (bg_v4f). */
+#if defined(__AVX__) || (defined(__ARM_FEATURE_SVE_BITS) && __ARM_FEATURE_SVE_BITS == 256)
+#define BG_NATIVE_V8 1
+#else
+#define BG_NATIVE_V8 0
+#endif
+
 #if defined(__FMA__)
 #define BG_FMA8(a, b, c) ((bg_v8f)__builtin_ia32_vfmaddps256((a), (b), (c)))
+#elif BG_NATIVE_V8
+/* SVE: GCC vectorises this lane loop of fmaf into one predicated fmla (there is no generic
+ * vector FMA builtin, and <arm_sve.h>'s types are sizeless). */
+#define BG_FMA8(a, b, c)                                                                           \
+    __extension__({                                                                                \
+        const bg_v8f a_ = (a), b_ = (b), c_ = (c);                                                 \
+        bg_v8f r_;                                                                                 \
+        for (int i_ = 0; i_ < 8; ++i_) r_[i_] = __builtin_fmaf(a_[i_], b_[i_], c_[i_]);            \
+        r_;                                                                                        \
+    })
 #else
 #define BG_FMA8(a, b, c) ((a) * (b) + (c))
 #endif
 
 /* ---- 4-wide vectors: the GEMM micro-kernel where registers are 128 bits (bg_gemm.h) ----
- * Without AVX (aarch64's NEON, x86-64's SSE baseline, riscv64) a bg_v8f has no register of
+ * Without 256-bit registers (aarch64's NEON, x86-64's SSE baseline, riscv64) a bg_v8f has no register of
  * its size: GCC splits each operation in two and keeps the vector itself on the stack. The
  * micro-kernel's accumulators are therefore 4-wide there; everything else stays 8-wide. */
 typedef float bg_v4f __attribute__((vector_size(16)));
@@ -153,8 +172,9 @@ typedef float bg_v4f __attribute__((vector_size(16)));
 #endif
 
 /* The widest float vector with a register of its size, for memory-bound loops (bg_gemv.h):
- * 8-wide with AVX, 4-wide elsewhere (see bg_v4f). BG_HSUMN adds its lanes pairwise. */
-#if defined(__AVX__)
+ * 8-wide with AVX or 256-bit SVE, 4-wide elsewhere (see bg_v4f). BG_HSUMN adds its lanes
+ * pairwise. */
+#if BG_NATIVE_V8
 typedef bg_v8f bg_vnf;
 #define BG_VN 8
 #define BG_LOADN BG_LOAD8

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     ran, results = prepared.execute(args.repeat)
     how = f" under {' '.join(prepared.prefix)}" if prepared.prefix else ""
     print(f"{prepared.pair.files.label}: inputs {prepared.origin}; "
-          f"{_timing(ran.runs, ran.seconds)}{how}")
+          f"{_timing(ran.runs, ran.seconds)}{how}{_isa(ran.isa)}")
     for spec in prepared.outputs:
         print(f"  {tensors.summary(spec, results[spec.name])}")
     if args.output is not None:
@@ -148,6 +148,11 @@ def _generate(args: argparse.Namespace) -> GenResult:
     from buildgen.ninja.gen import generate
 
     return generate(args.manifest, args.build_dir)
+
+
+def _isa(isa: str) -> str:
+    """The host code's instruction set, where create picked or checked one."""
+    return f"; isa {isa}" if isa and isa != "default" else ""
 
 
 def _timing(runs: int, seconds: float) -> str:

@@ -44,6 +44,7 @@ class Ran:
     runs: int
     seconds: float  # the runs' time as the driver measured it (under an emulator: emulated)
     regions: tuple[float, ...] = ()  # a profiled library's seconds per region, over the runs
+    isa: str = ""  # the instruction set create picked for the host code ("armv8-a")
 
 
 def run_driver(driver: Path, prefix: Sequence[str], inputs: Path, outputs: Path,
@@ -95,12 +96,15 @@ def _stderr(text: str) -> str:
 def _parse_timing(stdout: str, label: str) -> Ran:
     timing: tuple[int, float] | None = None
     regions: dict[int, float] = {}
+    isa = ""
     for line in stdout.splitlines():
         words = line.split()
-        if len(words) == 4 and words[0] == "runs" and words[2] == "seconds":
+        if len(words) == 2 and words[0] == "isa":
+            isa = words[1]
+        elif len(words) == 4 and words[0] == "runs" and words[2] == "seconds":
             timing = int(words[1]), float(words[3])
         elif len(words) == 4 and words[0] == "region" and words[2] == "seconds":
             regions[int(words[1])] = float(words[3])
     if timing is None:
         raise BuildgenError(f"{label}: the driver printed no timing line: {stdout[-200:]!r}")
-    return Ran(*timing, tuple(regions[k] for k in sorted(regions)))
+    return Ran(*timing, tuple(regions[k] for k in sorted(regions)), isa)

@@ -191,7 +191,7 @@ def _cross_ok(ex: Expander, name: str, host: Member, others: list[Member],
     attrs = dict(host.instance.attrs)
     triple = rule_triple(kind.toolchain.cross, attrs)
     if triple is None:
-        return True
+        return _levels_ok(ex, host, build_arch(), f"architecture ({build_arch()}, this machine's)")
     ok = True
     arch = target_arch(triple)
     where = f"triple {triple!r} ({arch}; this machine is {build_arch()})"
@@ -215,17 +215,26 @@ def _cross_ok(ex: Expander, name: str, host: Member, others: list[Member],
             ex.fail(member.site, f"{member.kind!r} cannot build for the host's {where}: "
                     f"{reason}", hint)
             ok = False
-    levels_rule = kind.toolchain.isa_variants
-    if levels_rule and levels_rule.attr in host.written and attrs.get(levels_rule.attr):
-        known = dict(levels_rule.defaults)
-        if arch not in known:
-            ex.fail(host.site.at(levels_rule.attr),
-                    f"{levels_rule.attr} are levels of {', '.join(sorted(known))}, not of "
-                    f"the host's {where}",
-                    f"unset {levels_rule.attr}; pin the instruction set with march "
-                    "(armv8.2-a+dotprod) or tune with mcpu (cortex-a76)")
-            ok = False
-    return ok
+    return _levels_ok(ex, host, arch, where) and ok
+
+
+def _levels_ok(ex: Expander, host: Member, arch: str, where: str) -> bool:
+    """Whether the ISA levels the host lists (if any) are levels of its architecture."""
+    levels_rule = get_kind(host.kind).toolchain.isa_variants
+    attrs = dict(host.instance.attrs)
+    if not (levels_rule and levels_rule.attr in host.written and attrs.get(levels_rule.attr)):
+        return True
+    known = levels_rule.known_of(arch)
+    foreign = [level for level in attrs[levels_rule.attr] if level not in known]
+    if not foreign:
+        return True
+    has = f"it has {', '.join(known)}" if known else "it has none (one compile)"
+    ex.fail(host.site.at(levels_rule.attr),
+            f"{levels_rule.attr}: {', '.join(foreign)} "
+            f"{'is' if len(foreign) == 1 else 'are'} not a level of the host's {where}: {has}",
+            f"list levels of {arch}, or unset {levels_rule.attr}; pin the instruction set "
+            "with march (armv8.2-a+dotprod) or tune with mcpu (cortex-a76)")
+    return False
 
 
 def _cross_compiler(host: Member) -> Member:

@@ -61,8 +61,21 @@ class IsaVariantsRule:
 
     attr: str
     flags: tuple[str, ...]  # templates over the attributes and {item}, the level
-    unless: str | None = None  # the attribute that, set, pins one ISA (no variants)
+    # the attributes that, any of them set, pin one ISA (no variants); the first is the
+    # one a pinned library reports (march)
+    unless: tuple[str, ...] = ()
     defaults: tuple[tuple[str, tuple[str, ...]], ...] = ()  # machine -> levels
+    known: tuple[tuple[str, tuple[str, ...]], ...] = ()  # machine -> every level it has
+    level_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()  # level -> flags, not `flags`
+
+    def flags_of(self, level: str) -> tuple[str, ...]:
+        return dict(self.level_flags).get(level, self.flags)
+
+    def defaults_of(self, arch: str) -> tuple[str, ...]:
+        return dict(self.defaults).get(arch, ())
+
+    def known_of(self, arch: str) -> tuple[str, ...]:
+        return dict(self.known).get(arch, ())
 
 
 @dataclass(frozen=True)
@@ -196,8 +209,15 @@ def _cross(data: dict[str, Any] | None) -> CrossRule | None:
 def _isa_variants(data: dict[str, Any] | None) -> IsaVariantsRule | None:
     if data is None:
         return None
-    defaults = tuple(sorted((m, tuple(levels)) for m, levels in data.get("defaults", {}).items()))
-    return IsaVariantsRule(data["attr"], _templates(data["flags"]), data.get("unless"), defaults)
+    def by_machine(key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple(sorted((m, tuple(levels)) for m, levels in data.get(key, {}).items()))
+
+    unless = data.get("unless") or ()
+    level_flags = tuple(sorted((level, _templates(flags))
+                               for level, flags in data.get("level_flags", {}).items()))
+    return IsaVariantsRule(data["attr"], _templates(data["flags"]),
+                           (unless,) if isinstance(unless, str) else tuple(unless),
+                           by_machine("defaults"), by_machine("known"), level_flags)
 
 
 def _inherit(data: dict[str, Any]) -> tuple[Inherit, ...]:
@@ -295,8 +315,15 @@ def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
     by_name = (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr, tc.launcher_attr)
     named += [a for a in by_name if a]
     if tc.isa_variants:
-        named += [a for a in (tc.isa_variants.attr, tc.isa_variants.unless) if a]
-        named += [f for t in tc.isa_variants.flags for f in template_fields(t) if f != "item"]
+        named += [tc.isa_variants.attr, *tc.isa_variants.unless]
+        for machine, levels in tc.isa_variants.defaults:
+            unknown = set(levels) - set(tc.isa_variants.known_of(machine))
+            if unknown:
+                problems.append(f"{where}: isa_variants: defaults of {machine} are not all "
+                                f"known levels of it: {', '.join(sorted(unknown))}")
+        level_templates = [t for _, ts in tc.isa_variants.level_flags for t in ts]
+        named += [f for t in (*tc.isa_variants.flags, *level_templates)
+                  for f in template_fields(t) if f != "item"]
     if tc.cross:
         named += [tc.cross.triple_attr, tc.cross.compiler_attr]
         named += [f for t in tc.cross.clang_flags for f in template_fields(t)]

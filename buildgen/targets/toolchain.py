@@ -78,7 +78,7 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
     launcher = _launcher(rule.launcher_attr, attrs, kind)
     triple = rule_triple(rule.cross, attrs)
     variants = _variants(rule.isa_variants, attrs, kind, triple)
-    pinned = rule.isa_variants and rule.isa_variants.unless
+    pinned = rule.isa_variants.unless[0] if rule.isa_variants and rule.isa_variants.unless else ""
     cc = _format(rule.compiler, attrs, kind)
     # gcc is built for one target (the triple's gcc was picked at resolution); a clang is
     # told the target on every command, the link included.
@@ -101,18 +101,19 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
 def _variants(
     rule: IsaVariantsRule | None, attrs: Mapping[str, Any], kind: str, triple: str | None
 ) -> tuple[IsaVariant, ...]:
-    """One compile per instruction-set level, or () for one compile: no rule, the pinning
-    attribute (march) set, or no levels known for the target's architecture (the
+    """One compile per instruction-set level, or () for one compile: no rule, a pinning
+    attribute (march, mcpu) set, or no levels known for the target's architecture (the
     `triple`'s, else the build machine's: an aarch64 library gets no x86 -march)."""
     from buildgen.targets.model import IsaVariant
 
-    if rule is None or (rule.unless and attrs.get(rule.unless)):
+    if rule is None or any(attrs.get(attr) for attr in rule.unless):
         return ()
     levels = attrs.get(rule.attr)
     if levels is None:
-        levels = dict(rule.defaults).get(target_arch(triple), ())
+        levels = rule.defaults_of(target_arch(triple))
     return tuple(
-        IsaVariant(level, tuple(_format(t, {**attrs, "item": level}, kind) for t in rule.flags))
+        IsaVariant(level, tuple(_format(t, {**attrs, "item": level}, kind)
+                                for t in rule.flags_of(level)))
         for level in levels
     )
 

@@ -143,6 +143,12 @@ def project(tmp_path: Path) -> Path:
     return examples / "cmake_cross"
 
 
+def commands_of(build: CMakeBuild) -> list[dict[str, str]]:
+    commands: list[dict[str, str]] = json.loads(
+        (build.build / "compile_commands.json").read_text())
+    return commands
+
+
 def _outputs(text: str) -> dict[str, np.ndarray]:
     lines = text.splitlines()
     return {head.split()[0]: np.array([float(v) for v in values.split()], dtype=np.float32)
@@ -161,12 +167,16 @@ def test_the_cross_example_builds_for_aarch64_and_passes_ctest_under_qemu(
                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
     events = build.events()
     assert "CC mlp/cpu weights.o" in buildgen_actions(events)
-    # One compile of the c module and of each shared kernels source: an aarch64 target has
-    # no x86 ISA variants.
+    # Two compiles of the c module and of each shared kernels source, the aarch64 levels
+    # (NEON, 256-bit SVE), and no x86 ones.
     compiled = sorted(e.rsplit("/", 1)[-1] for e in events if e.startswith("Building "))
-    assert compiled == sorted([*(f"{s}.o" for s in c_kernel_sources()), "c.c.o", "model.c.o",
-                               "run_mlp.c.o", "run_mlp.c.o"])
-    commands = json.loads((build.build / "compile_commands.json").read_text())
+    per_level = [*(f"{s}.o" for s in c_kernel_sources()), "c.c.o"]
+    assert compiled == sorted([*per_level, *per_level, "model.c.o", "run_mlp.c.o",
+                               "run_mlp.c.o"])
+    levels = [c["command"] for c in commands_of(build) if c["file"].endswith("/c.c")]
+    assert sorted(" ".join(f for f in cmd.split() if f.startswith("-m")) for cmd in levels) == \
+        ["-march=armv8-a", "-march=armv8.2-a+sve -msve-vector-bits=256"]
+    commands = commands_of(build)
     assert all(f"{TRIPLE}-gcc" in c["command"] for c in commands)
 
     for program in ("mlp_app", "mlp_app_shared", "buildgen/mlp/cpu/libmlp.so"):

@@ -37,6 +37,7 @@ class Arch:
     package: str        # Debian's package of `<triple>-gcc`
     described: str      # what `file` says of the library
     examples: tuple[str, ...]
+    modules: tuple[str, ...]  # the c module's objects: one per ISA level, or one
     threads: int = 1
 
     @property
@@ -49,8 +50,9 @@ class Arch:
 
 
 ARCHES = {a.name: a for a in (
-    Arch("aarch64-linux-gnu", "gcc-aarch64-linux-gnu", "ARM aarch64", tuple(sorted(EXAMPLES))),
-    Arch("riscv64-linux-gnu", "gcc-riscv64-linux-gnu", "RISC-V", ("mlp",), threads=2),
+    Arch("aarch64-linux-gnu", "gcc-aarch64-linux-gnu", "ARM aarch64", tuple(sorted(EXAMPLES)),
+         ("c.armv8-a.o", "c.armv8.2-a+sve256.o")),
+    Arch("riscv64-linux-gnu", "gcc-riscv64-linux-gnu", "RISC-V", ("mlp",), ("c.o",), threads=2),
 )}
 CASES = [pytest.param(arch, name, id=f"{arch}-{name}")
          for arch in ARCHES for name in ARCHES[arch].examples]
@@ -108,9 +110,9 @@ def test_each_example_is_a_library_of_the_triple_exporting_its_c_api(
     lib = build / name / arch / f"lib{name}.so"
     described = _file(lib)
     assert ARCHES[arch].described in described and "shared object" in described, described
-    # One compile of the c module: no x86 ISA variants for another architecture.
+    # The c module's compiles are the architecture's levels, no x86 ones.
     assert sorted(p.name for p in (build / name / arch / "obj").glob("*.o")) == \
-        ["c.o", "model.o", "weights.o"]
+        sorted([*ARCHES[arch].modules, "model.o", "weights.o"])
     nm = shutil.which(f"{ARCHES[arch].triple}-nm") or "nm"
     symbols = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True,
                              text=True, check=True).stdout.split()
@@ -137,3 +139,26 @@ def test_each_example_runs_under_the_emulator_and_matches_onnxruntime(
     assert f"qemu-{arch}" in done.stdout + done.stderr
     driver = _file(build / name / arch / "run" / "driver")
     assert ARCHES[arch].described in driver, driver
+
+
+# qemu's CPU (QEMU_CPU, read by qemu-user) -> the level create picks: 256-bit SVE only where
+# the vector length is 256 bits (qemu's `max` CPU defaults to 512 for user programs).
+SVE_CASES = {"max,sve256=on": "armv8.2-a+sve256", "max": "armv8-a", "cortex-a72": "armv8-a"}
+
+
+@pytest.mark.parametrize("name", ["cnn", "encoder"])
+@pytest.mark.parametrize("cpu", sorted(SVE_CASES))
+def test_aarch64_create_picks_sve_only_at_256_bits_and_each_level_matches(
+        cross_build, repo_env: dict[str, str], cpu: str, name: str):
+    """The aarch64 library holds a NEON and a 256-bit SVE build of its c module; create
+    picks by the CPU's SVE vector length, and each level matches onnxruntime."""
+    build = cross_build("aarch64")
+    _need("qemu-aarch64", "qemu-user")
+    folder = build.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "buildgen", "run", name, "--target", "aarch64", "--compare",
+         "--manifest", str(folder / "BUILD.yaml"), "--build-dir", str(build)],
+        capture_output=True, text=True, timeout=600, cwd=folder,
+        env={**repo_env, "QEMU_CPU": cpu})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"; isa {SVE_CASES[cpu]}\n" in done.stdout, done.stdout

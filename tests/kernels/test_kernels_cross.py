@@ -1,7 +1,8 @@
 """The GEMM and convolution kernels on the architectures ctypes cannot load here: a
 self-checking program (gemm_selfcheck.c, which includes harness.c) cross-compiled with the
 flags the `c` host uses and run under qemu, plus the same program natively at each width
-the kernels pick between (the 8-wide micro-kernel with AVX, the 4-wide one without).
+the kernels pick between (the 8-wide micro-kernel with AVX or 256-bit SVE, the 4-wide one
+with NEON or SSE).
 
 The aarch64 micro-kernel is also checked for what it was written for: its loop keeps the
 4 x 24 tile in registers (`fmla` by element, no stack traffic). That check reads the
@@ -35,6 +36,10 @@ BUILDS = {
                    ("qemu-aarch64",)),
     "aarch64-O0": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", ("-O0",),
                    ("qemu-aarch64",)),
+    # the 8-wide kernels in one SVE register (the armv8.2-a+sve256 level), on a 256-bit CPU
+    "aarch64-sve256": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu",
+                       ("-O3", "-march=armv8.2-a+sve", "-msve-vector-bits=256"),
+                       ("qemu-aarch64", "-cpu", "max,sve256=on")),
     "riscv64-O2": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu", ("-O2",),
                    ("qemu-riscv64",)),
 }
@@ -103,21 +108,30 @@ def _loops(body: list[str]) -> list[list[str]]:
     return loops
 
 
-def test_aarch64_micro_kernel_keeps_the_tile_in_registers(tmp_path: Path) -> None:
+# build -> (the multiply-add of the k loop, how many per tile width): NEON multiplies each
+# 4-wide B vector by one A lane (fmla by element), SVE a whole 8-wide vector by a broadcast
+# A (ld1rw) in one predicated fmla.
+LOOP_SHAPES = {
+    "aarch64-O3": (r"fmla\s+v\d+\.4s, v\d+\.4s, v\d+\.s\[", {24: 24, 16: 16, 8: 8}),
+    "aarch64-sve256": (r"fmla\s+z\d+\.s, p\d/m", {24: 12, 16: 8, 8: 4}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOP_SHAPES))
+def test_aarch64_micro_kernel_keeps_the_tile_in_registers(name: str, tmp_path: Path) -> None:
     _need("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu")
     obj = tmp_path / "dense.o"
-    _compile("aarch64-O3", obj, obj=True, src=include_dir() / "bg_kernels_dense.c")
+    _compile(name, obj, obj=True, src=include_dir() / "bg_kernels_dense.c")
     disassembly = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(obj)],
                                  capture_output=True, text=True, check=True).stdout
-    for name, fmlas in (("bg__ukernel_w24", 24), ("bg__ukernel_w16", 16), ("bg__ukernel_w8", 8)):
-        # The k loop is the one backward branch whose body holds the multiply-adds.
-        loops = [loop for loop in _loops(_function(disassembly, name))
-                 if any("fmla" in line for line in loop)]
-        assert len(loops) == 1, f"{name}: {len(loops)} loops with fmla"
-        loop = loops[0]
-        by_element = [line for line in loop if re.search(r"fmla\s+v\d+\.4s, v\d+\.4s, v\d+\.s\[",
-                                                         line)]
-        assert len(by_element) == fmlas, "\n".join(loop)
+    pattern, counts = LOOP_SHAPES[name]
+    for width, fmlas in counts.items():
+        function = f"bg__ukernel_w{width}"
+        # The k loop comes first: the first backward branch whose body holds multiply-adds
+        # (the epilogue's activations, after it, have loops of their own).
+        loop = next((loop for loop in _loops(_function(disassembly, function))
+                     if any("fmla" in line for line in loop)), [])
+        assert len([line for line in loop if re.search(pattern, line)]) == fmlas, "\n".join(loop)
         assert not any("[sp" in line for line in loop), "\n".join(loop)
         # loads of A and B, the multiply-adds, pointer steps and the branch: nothing else
-        assert len(loop) <= fmlas + 8, "\n".join(loop)
+        assert len(loop) <= fmlas + 12, "\n".join(loop)

@@ -52,11 +52,25 @@ def test_clang_is_told_the_triple_on_compile_and_link(cc):
     assert not [f for f in _toolchain(cc=cc).cflags if f.startswith("--target")]
 
 
-@pytest.mark.parametrize("triple", [ARM, RISCV])
-def test_another_architecture_gets_one_compile_and_no_x86_flags(triple):
-    tc = _toolchain(triple=triple)
+def test_aarch64_gets_a_neon_and_a_256_bit_sve_compile_and_no_x86_flags():
+    tc = _toolchain(triple=ARM)
+    assert [(v.level, v.cflags) for v in tc.variants] == [
+        ("armv8-a", ("-march=armv8-a",)),
+        ("armv8.2-a+sve256", ("-march=armv8.2-a+sve", "-msve-vector-bits=256")),
+    ]
+    assert not [f for f in tc.cflags if "x86" in f or f.startswith("-m64")]
+
+
+def test_riscv64_gets_one_compile_and_no_x86_flags():
+    tc = _toolchain(triple=RISCV)
     assert tc.variants == ()
     assert not [f for f in tc.cflags if "x86" in f or f.startswith("-m64")]
+
+
+def test_mcpu_pins_one_compile_as_march_does():
+    tc = _toolchain(triple=ARM, mcpu="cortex-a76")
+    assert tc.variants == () and "-mcpu=cortex-a76" in tc.cflags
+    assert tc.pinned_isa == ""  # a CPU, not a level create could check
 
 
 def test_march_and_mcpu_pass_through():
@@ -74,8 +88,25 @@ def test_the_native_triple_keeps_the_build_machines_levels():
 
 def test_isa_levels_of_another_architecture_are_a_located_error():
     with pytest.raises(BuildgenError) as info:
-        resolve_target("t", {"kind": "c", "triple": ARM, "isa_levels": ["x86-64"]})
-    assert "isa_levels are levels of x86_64" in info.value.render()
+        resolve_target("t", {"kind": "c", "triple": ARM, "isa_levels": ["x86-64", "armv8-a"]})
+    assert ("isa_levels: x86-64 is not a level of the host's triple 'aarch64-linux-gnu'"
+            in info.value.render())
+    assert "it has armv8-a, armv8.2-a+sve256" in info.value.render()
+    with pytest.raises(BuildgenError) as info:
+        resolve_target("t", {"kind": "c", "triple": RISCV, "isa_levels": ["armv8-a"]})
+    assert "it has none (one compile)" in info.value.render()
+
+
+@pytest.mark.skipif(not X86_MACHINE, reason="an x86-64 build machine's levels")
+def test_isa_levels_of_another_architecture_without_a_triple_are_an_error():
+    with pytest.raises(BuildgenError) as info:
+        resolve_target("t", {"kind": "c", "isa_levels": ["armv8-a"]})
+    assert "armv8-a is not a level of the host's architecture (x86_64" in info.value.render()
+
+
+def test_aarch64_isa_levels_can_be_chosen():
+    tc = _toolchain(triple=ARM, isa_levels=["armv8-a"])
+    assert [v.level for v in tc.variants] == ["armv8-a"]
 
 
 @pytest.mark.skipif(not X86_MACHINE, reason="the wheels are native on an x86-64 machine")
