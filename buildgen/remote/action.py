@@ -120,9 +120,10 @@ class RemoteRun:
 
 
 def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
-            environ: dict[str, str]) -> RemoteRun:
+            environ: dict[str, str], *, skip_cache: bool = False) -> RemoteRun:
     """Run the action on a worker and write its outputs (and depfile) into the build dir,
-    all or none. Raises RemoteError when the service could not run it."""
+    all or none. Raises RemoteError when the service could not run it. `skip_cache`: run it
+    even where the service's action cache has a result (one that failed its check)."""
     layout = Layout.of(build, spec.root)
     headers = scan_headers(spec, environ)
     command = remote_command(spec, layout, environ, settings.platform)
@@ -136,7 +137,7 @@ def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
     client = ExecutorClient(settings)
     try:
         client.upload([*tree_blobs, command_blob, action_blob])
-        done = client.execute(action_blob, timeout=settings.timeout + 60)
+        done = client.execute(action_blob, timeout=settings.timeout + 60, skip_cache=skip_cache)
         result = done.result
         stdout = _console(client, result.stdout_raw, result.stdout_digest)
         stderr = _console(client, result.stderr_raw, result.stderr_digest)

@@ -5,9 +5,11 @@ Only blobs the CAS lacks are sent (`FindMissingBlobs`): small ones together in
 `Write` in chunks. Downloads mirror that (`BatchReadBlobs`, ByteStream `Read`) and check
 every blob against its digest: the server is trusted for nothing it cannot prove.
 
-Every call has a deadline. A call that fails raises `RemoteError`, which says whether
-trying again may help (the service is briefly unavailable, a deadline passed) or not
-(the request was refused); the caller decides between a retry and running locally.
+Every call has a deadline. A call that fails raises `RemoteError`, which carries the status
+code and says whether trying again may help (the service is briefly unavailable, a blob
+failed its check) or not (the request was refused, the action timed out on the worker), and
+whether the service itself could not be reached; the caller decides between a retry and
+running locally.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from buildgen.remote.protos import (
     operations_pb2,
     re_grpc,
     re_pb2,
+    status_pb2,
 )
 from buildgen.remote.settings import ExecutorSettings
 from buildgen.remote.tree import Blob
@@ -37,12 +40,23 @@ CHUNK = 1 << 20  # ByteStream chunk
 # Codes after which the same request may well succeed (the API's own advice for retries).
 TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED",
                        "INTERNAL", "UNKNOWN", "CANCELLED"})
+# Codes of a failed call that mean the service did not answer at all.
+UNREACHABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
 
 class RemoteError(Exception):
-    def __init__(self, message: str, transient: bool):
+    """`code`: the gRPC or status code's name ("UNAVAILABLE"), or "" for a failure of ours
+    (a blob that does not match its digest, an output the worker did not return).
+    `transient`: the same request may succeed if sent again. `unreachable`: a call to the
+    service got no answer, so the next action's calls would fare no better."""
+
+    def __init__(self, message: str, *, transient: bool, code: str = "",
+                 unreachable: bool = False, corrupt: bool = False):
         super().__init__(message)
+        self.code = code
         self.transient = transient
+        self.unreachable = unreachable
+        self.corrupt = corrupt  # a blob from the service failed its digest check
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,9 @@ class ExecutorClient:
         self.bytestream = bs_grpc.ByteStreamStub(self.channel)
         self.execution = re_grpc.ExecutionStub(self.channel)
         self.capabilities = re_grpc.CapabilitiesStub(self.channel)
+        self._stub_of = {"BatchReadBlobs": self.cas, "FindMissingBlobs": self.cas,
+                         "BatchUpdateBlobs": self.cas, "GetCapabilities": self.capabilities,
+                         "Write": self.bytestream}
         self._batch_limit: int | None = None
 
     def close(self) -> None:
@@ -104,7 +121,7 @@ class ExecutorClient:
             return b""
         if digest.size_bytes <= self.batch_limit() - BATCH_OVERHEAD:
             request = re_pb2.BatchReadBlobsRequest(instance_name=self.instance, digests=[digest])
-            response = self._call(self.cas.BatchReadBlobs, request)
+            response = self._call("BatchReadBlobs", request)
             answer = response.responses[0] if response.responses else None
             if answer is None or answer.status.code != code_pb2.OK:
                 reason = answer.status.message if answer is not None else "no answer"
@@ -120,13 +137,13 @@ class ExecutorClient:
                 raise _remote_error("ByteStream.Read", exc) from None
         if len(data) != digest.size_bytes or hashlib.sha256(data).hexdigest() != digest.hash:
             raise RemoteError(f"blob {digest.hash[:12]} does not match its digest",
-                              transient=True)
+                              transient=True, corrupt=True)
         return data
 
     def batch_limit(self) -> int:
         if self._batch_limit is None:
             request = re_pb2.GetCapabilitiesRequest(instance_name=self.instance)
-            answer = self._call(self.capabilities.GetCapabilities, request)
+            answer = self._call("GetCapabilities", request)
             named = answer.cache_capabilities.max_batch_total_size_bytes
             self._batch_limit = min(named, DEFAULT_BATCH_LIMIT) if named else DEFAULT_BATCH_LIMIT
         return self._batch_limit
@@ -134,7 +151,7 @@ class ExecutorClient:
     def _missing(self, blobs: Sequence[Blob]) -> list[Blob]:
         request = re_pb2.FindMissingBlobsRequest(
             instance_name=self.instance, blob_digests=[b.digest for b in blobs])
-        answer = self._call(self.cas.FindMissingBlobs, request)
+        answer = self._call("FindMissingBlobs", request)
         lacking = {d.hash for d in answer.missing_blob_digests}
         return [b for b in blobs if b.hash in lacking]
 
@@ -143,7 +160,7 @@ class ExecutorClient:
             re_pb2.BatchUpdateBlobsRequest.Request(digest=b.digest, data=b.read())
             for b in batch
         ])
-        for answer in self._call(self.cas.BatchUpdateBlobs, request).responses:
+        for answer in self._call("BatchUpdateBlobs", request).responses:
             if answer.status.code != code_pb2.OK:
                 raise RemoteError(f"uploading blob {answer.digest.hash[:12]}: "
                                   f"{answer.status.message}", transient=True)
@@ -160,17 +177,20 @@ class ExecutorClient:
                     resource_name=name if offset == 0 else "", write_offset=offset,
                     data=piece, finish_write=offset + len(piece) >= len(data))
 
-        answer = self._call(self.bytestream.Write, chunks())
+        answer = self._call("Write", chunks())
         if answer.committed_size != blob.size:
             raise RemoteError(f"ByteStream.Write of {blob.hash[:12]} committed "
                               f"{answer.committed_size} of {blob.size} bytes", transient=True)
 
     # -- execution -------------------------------------------------------------------------
 
-    def execute(self, action: Blob, timeout: float) -> Execution:
+    def execute(self, action: Blob, timeout: float, *, skip_cache: bool = False) -> Execution:
         """Run the action whose blob (and everything it names) is in the CAS; waits for it,
-        following the operation after a broken stream. `timeout`: the whole wait."""
-        request = re_pb2.ExecuteRequest(instance_name=self.instance, action_digest=action.digest)
+        following the operation after a broken stream. `timeout`: the whole wait.
+        `skip_cache`: run it even if the service's action cache has a result (one whose
+        outputs failed their check)."""
+        request = re_pb2.ExecuteRequest(instance_name=self.instance, action_digest=action.digest,
+                                        skip_cache_lookup=skip_cache)
         try:
             operation = _last(self.execution.Execute(request, timeout=timeout,
                                                      metadata=self.metadata))
@@ -179,25 +199,27 @@ class ExecutorClient:
                     re_pb2.WaitExecutionRequest(name=operation.name), timeout=timeout,
                     metadata=self.metadata))
         except grpc.RpcError as exc:
-            raise _remote_error("Execute", exc) from None
+            error = _remote_error("Execute", exc)
+            if error.code == "DEADLINE_EXCEEDED":  # our wait, past the action's own timeout
+                raise RemoteError(f"no result within {timeout:.0f} s", transient=False,
+                                  code=error.code) from None
+            raise error from None
         if operation is None or not operation.done:
             raise RemoteError("the execution stream ended before the action did", transient=True)
         if operation.HasField("error"):
-            raise RemoteError(f"the action failed to run: {_status_text(operation.error)}",
-                              transient=_transient_code(operation.error.code))
+            raise _status_error(operation.error)
         response = re_pb2.ExecuteResponse()
         operation.response.Unpack(response)
         if response.status.code != code_pb2.OK:
-            raise RemoteError(f"the action failed to run: {_status_text(response.status)}",
-                              transient=_transient_code(response.status.code))
+            raise _status_error(response.status)
         return Execution(response)
 
-    def _call(self, method, request):
+    def _call(self, name: str, request):
+        method = getattr(self._stub_of[name], name)
         try:
             return method(request, timeout=CALL_TIMEOUT, metadata=self.metadata)
         except grpc.RpcError as exc:
-            name = getattr(method, "_method", b"").decode(errors="replace").rpartition("/")[2]
-            raise _remote_error(name or "a call", exc) from None
+            raise _remote_error(name, exc) from None
 
 
 def _channel(settings: ExecutorSettings) -> grpc.Channel:
@@ -233,14 +255,23 @@ def _last(stream: Iterator[operations_pb2.Operation]) -> operations_pb2.Operatio
 
 
 def _remote_error(call: str, exc: grpc.RpcError) -> RemoteError:
+    """A failed call: the service's answer, or that none came (unreachable)."""
     code = exc.code() if hasattr(exc, "code") else None
     name = code.name if code is not None else "UNKNOWN"
     details = exc.details() if hasattr(exc, "details") else str(exc)
-    return RemoteError(f"{call}: {name}: {details}", transient=name in TRANSIENT)
+    return RemoteError(f"{call}: {name}: {details}", transient=name in TRANSIENT, code=name,
+                       unreachable=name in UNREACHABLE)
 
 
-def _transient_code(code: int) -> bool:
-    return code_pb2.Code.Name(code) in TRANSIENT if code in code_pb2.Code.values() else True
+def _status_error(status: status_pb2.Status) -> RemoteError:
+    """An execution the service answered with a non-OK status. DEADLINE_EXCEEDED there is
+    the action's own timeout on the worker: sending it again would time out again."""
+    name = code_pb2.Code.Name(status.code) if status.code in code_pb2.Code.values() else ""
+    if name == "DEADLINE_EXCEEDED":
+        return RemoteError(f"the action timed out on the worker ({_status_text(status)})",
+                           transient=False, code=name)
+    return RemoteError(f"the action failed to run: {_status_text(status)}",
+                       transient=name in TRANSIENT or not name, code=name)
 
 
 def _status_text(status: object) -> str:

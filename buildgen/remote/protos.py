@@ -18,7 +18,7 @@ try:
     from buildgrid.common.protos.google.bytestream import bytestream_pb2 as bs_pb2
     from buildgrid.common.protos.google.bytestream import bytestream_pb2_grpc as bs_grpc
     from buildgrid.common.protos.google.longrunning import operations_pb2
-    from buildgrid.common.protos.google.rpc import code_pb2
+    from buildgrid.common.protos.google.rpc import code_pb2, status_pb2
 except ImportError as exc:  # pragma: no cover - depends on the installation
     from buildgen.errors import BuildgenError, Diagnostic
 
@@ -27,4 +27,5 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         hint="pip install 'buildgen[remote]' (grpcio and buildgrid-common)",
     )) from None
 
-__all__ = ["bs_grpc", "bs_pb2", "code_pb2", "grpc", "operations_pb2", "re_grpc", "re_pb2"]
+__all__ = ["bs_grpc", "bs_pb2", "code_pb2", "grpc", "operations_pb2", "re_grpc", "re_pb2",
+           "status_pb2"]

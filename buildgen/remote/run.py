@@ -1,10 +1,12 @@
 """The wrapper's entry to remote execution: run an action remotely, or say it must run here.
 
 A remote failure never fails the build. A transient one (the service briefly unavailable, a
-deadline, a blob that failed its check) is retried with backoff; after that, or after a
-refusal, the action runs locally and the build summary says which and why. When the
-service cannot be reached at all, the first action to find out writes a marker, and every
-later action of the build runs locally at once instead of waiting for its own retries.
+blob that failed its check) is retried with backoff; after that, or after a refusal or the
+action's timeout on the worker, the action runs locally and the build summary says which
+and why. A blob that failed its check is fetched again from a fresh execution (the action
+cache's entry is skipped), never trusted. When the service cannot be reached at all, the
+first action to find out writes a marker, and every later action of the build runs locally
+at once instead of waiting for its own retries.
 
 The actions of a build are separate processes: the marker and one event file per fallback
 under `<build>/.buildgen/remote/` (written atomically) are what they share, as the remote
@@ -17,31 +19,25 @@ import contextlib
 import hashlib
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildgen.cache.action import ActionSpec
 from buildgen.fsutil import write_atomic
 from buildgen.remote.settings import ExecutorSettings
+
+if TYPE_CHECKING:
+    from buildgen.remote.action import RemoteRun
 
 DOWN_MARKER = "executor-down"
 EVENTS_DIR = "executor-events"
 MARKER_TTL = 600.0  # s: a plain `ninja` run never resets the state; an old marker expires
 ATTEMPTS = 3
 BACKOFF = 0.5  # s before the second attempt, doubled after each
-UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
-
-
-@dataclass(frozen=True)
-class RemoteOutcome:
-    exit_code: int
-    stdout: bytes
-    stderr: bytes
-    cached: bool  # the service answered from its action cache: nothing ran
 
 
 def run_remotely(spec: ActionSpec, settings: ExecutorSettings, build: Path,
-                 state_dir: Path, environ: dict[str, str]) -> RemoteOutcome | None:
+                 state_dir: Path, environ: dict[str, str]) -> RemoteRun | None:
     """The action's outcome on a worker (its outputs written), or None: run it locally."""
     if executor_down(state_dir):
         return None
@@ -49,19 +45,20 @@ def run_remotely(spec: ActionSpec, settings: ExecutorSettings, build: Path,
     from buildgen.remote.client import RemoteError
 
     delay = BACKOFF
+    skip_cache = False
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            done = execute(spec, settings, str(build), environ)
-            return RemoteOutcome(done.exit_code, done.stdout, done.stderr, done.cached)
+            return execute(spec, settings, str(build), environ, skip_cache=skip_cache)
         except RemoteError as exc:
             if exc.transient and attempt < ATTEMPTS:
+                skip_cache = skip_cache or exc.corrupt
                 time.sleep(delay)
                 delay *= 2
                 continue
-            _fall_back(spec, settings, state_dir, str(exc), attempt)
+            _fall_back(spec, settings, state_dir, str(exc), attempt, exc.unreachable)
             return None
         except OSError as exc:  # an input vanished, or the build dir cannot be written
-            _fall_back(spec, settings, state_dir, f"{exc.strerror or exc}", attempt)
+            _fall_back(spec, settings, state_dir, f"{exc.strerror or exc}", attempt, False)
             return None
     return None  # not reached: the last attempt returns
 
@@ -92,7 +89,7 @@ def reset_executor_state(state_dir: Path) -> None:
 
 
 def _fall_back(spec: ActionSpec, settings: ExecutorSettings, state_dir: Path, reason: str,
-               attempts: int) -> None:
+               attempts: int, unreachable: bool) -> None:
     from buildgen.cache.remote import printable
 
     reason = printable(reason, 300)
@@ -104,7 +101,7 @@ def _fall_back(spec: ActionSpec, settings: ExecutorSettings, state_dir: Path, re
     name = hashlib.sha256(output.encode()).hexdigest()[:16]
     with contextlib.suppress(OSError):
         write_atomic(state_dir / EVENTS_DIR / f"fallback-{name}", line + "\n")
-        if any(word in reason for word in UNREACHABLE) and not executor_down(state_dir):
+        if unreachable and not executor_down(state_dir):
             write_atomic(state_dir / DOWN_MARKER,
                          f"executor {printable(settings.url)} was unreachable ({reason}): "
                          "the rest of the build ran locally\n")

@@ -10,6 +10,17 @@ fresh folder, runs the arguments there with exactly the Command's environment, u
 outputs, stdout and stderr, appends a JSON line to --log (so tests see what ran remotely)
 and completes the lease with the ActionResult. The scheduler matches an action's platform
 properties to a bot's --properties (device properties): the action's must be a subset.
+
+Faults, for the tests of buildgen's handling of them (--faults DIR): each file DIR/*.json is
+one fault, {"match": TEXT, "mode": MODE, ...}, taken (renamed away, so only one bot gets it)
+by the first lease whose command line contains TEXT:
+- status: complete the lease with status `code` (a google.rpc.Code name) without running it;
+- slow: run the command after `seconds` of sleep, inside the action's timeout;
+- corrupt: run it, then overwrite its first output's blob in the server's disk storage
+  (--cas-dir) with other bytes of the same size, as a failing disk would;
+- die: restart the bot process at once (exec), leaving the lease unfinished, as a worker
+  that crashes and is restarted does: the server gives the lease to a bot again.
+The record of a faulty lease says {"fault": MODE}.
 """
 
 from __future__ import annotations
@@ -183,18 +194,19 @@ def materialise(cas: Cas, root_digest: re_pb2.Digest, root: Path) -> None:
 # --- Running -------------------------------------------------------------------------------
 
 
-def run(command: re_pb2.Command, cwd: Path, timeout: float | None,
+def run(command: re_pb2.Command, argv: list[str], cwd: Path, timeout: float | None,
         stdout: Path, stderr: Path) -> tuple[int, bool]:
-    """Run the command; returns (exit code, timed out). Nothing of the bot's environment
-    leaks in. A command that cannot start gets 127 and the reason on its stderr."""
+    """Run argv (the command's arguments) with the command's environment; returns (exit
+    code, timed out). Nothing of the bot's environment leaks in. A command that cannot start
+    gets 127 and the reason on its stderr."""
     environment = {v.name: v.value for v in command.environment_variables}
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         try:
-            process = subprocess.Popen(list(command.arguments), cwd=cwd, env=environment,
+            process = subprocess.Popen(argv, cwd=cwd, env=environment,
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                        start_new_session=True)
         except OSError as error:
-            err.write(f"bot: cannot run {list(command.arguments)}: {error}\n".encode())
+            err.write(f"bot: cannot run {argv}: {error}\n".encode())
             return 127, False
         try:
             code = process.wait(timeout=timeout)
@@ -258,6 +270,44 @@ def collect_outputs(command: re_pb2.Command, cwd: Path, result: re_pb2.ActionRes
     return found
 
 
+# --- Faults --------------------------------------------------------------------------------
+
+
+class FaultStatus(Exception):
+    """A `status` fault: the lease completes with this code instead of a result."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def take_fault(faults: Path | None, argv: list[str], bot_id: str) -> dict[str, object] | None:
+    """The first fault whose `match` is in the command line, taken so no other lease gets it."""
+    if faults is None:
+        return None
+    line = " ".join(argv)
+    for path in sorted(faults.glob("*.json")):
+        try:
+            fault = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if str(fault["match"]) not in line:
+            continue
+        try:
+            os.rename(path, path.with_name(f"{path.name}.taken-{bot_id}"))
+        except FileNotFoundError:  # another bot took it first
+            continue
+        return fault
+    return None
+
+
+def corrupt_blob(cas_dir: Path, digest: re_pb2.Digest) -> None:
+    """Flip every byte of a stored blob: BuildGrid's disk storage keeps objects at
+    <path>/cas/objects/<first two hex digits>/<the rest>, and never rewrites one."""
+    stored = cas_dir / "cas" / "objects" / digest.hash[:2] / digest.hash[2:]
+    stored.write_bytes(bytes(b ^ 0xFF for b in stored.read_bytes()))
+
+
 # --- Leases --------------------------------------------------------------------------------
 
 
@@ -314,6 +364,9 @@ class Bot:
         except MissingBlob as error:
             lease.status.code = code_pb2.FAILED_PRECONDITION
             lease.status.message = f"missing input: {error}"
+        except FaultStatus as fault:
+            lease.status.code = fault.code
+            lease.status.message = str(fault)
         except Exception as error:  # anything else: reported to the client, and logged
             lease.status.code = code_pb2.INTERNAL
             lease.status.message = f"bot {self.args.bot_id}: {error!r}"
@@ -330,6 +383,18 @@ class Bot:
 
     def execute(self, action: re_pb2.Action) -> tuple[re_pb2.ActionResult, bool]:
         command = self.cas.read_message(action.command_digest, re_pb2.Command())
+        argv = list(command.arguments)
+        fault = take_fault(self.args.faults, argv, self.args.bot_id)
+        mode = str(fault["mode"]) if fault else ""
+        if fault and mode in ("status", "die"):
+            self.record(action, command, -1, [], mode)
+            if mode == "die":
+                sys.stderr.flush()
+                os.execv(sys.executable, [sys.executable, *sys.argv])
+            code = code_pb2.Code.Value(str(fault["code"]))
+            raise FaultStatus(code, f"bot {self.args.bot_id}: injected {fault['code']}")
+        if mode == "slow":
+            argv = ["sh", "-c", f"sleep {fault['seconds']}; exec \"$@\"", "sh", *argv]
         with tempfile.TemporaryDirectory(dir=self.args.work_dir) as folder:
             root = Path(folder, "root")
             materialise(self.cas, action.input_root_digest, root)
@@ -343,7 +408,7 @@ class Bot:
             result.execution_metadata.execution_start_timestamp.GetCurrentTime()
             timeout = action.timeout.ToTimedelta().total_seconds() or None
             stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
-            result.exit_code, timed_out = run(command, cwd, timeout, stdout, stderr)
+            result.exit_code, timed_out = run(command, argv, cwd, timeout, stdout, stderr)
             result.execution_metadata.execution_completed_timestamp.GetCurrentTime()
             streams = stdout.read_bytes(), stderr.read_bytes()
             blobs = {digest_of(data).hash: data for data in streams}
@@ -351,15 +416,17 @@ class Bot:
             result.stderr_digest.CopyFrom(digest_of(streams[1]))
             outputs = collect_outputs(command, cwd, result, blobs)
             self.cas.write(blobs)
-        self.record(action, command, result.exit_code, outputs)
+            if mode == "corrupt" and result.output_files:
+                corrupt_blob(self.args.cas_dir, result.output_files[0].digest)
+        self.record(action, command, result.exit_code, outputs, mode)
         return result, timed_out
 
     def record(self, action: re_pb2.Action, command: re_pb2.Command, exit_code: int,
-               outputs: list[str]) -> None:
+               outputs: list[str], fault: str = "") -> None:
         """One JSON line per lease, appended in one write so bots can share the file."""
-        line = json.dumps({"bot": self.args.bot_id, "action": digest_of(encode(action)).hash,
-                           "argv": list(command.arguments), "exit_code": exit_code,
-                           "outputs": outputs}) + "\n"
+        entry = {"bot": self.args.bot_id, "action": digest_of(encode(action)).hash,
+                 "argv": list(command.arguments), "exit_code": exit_code, "outputs": outputs}
+        line = json.dumps({**entry, **({"fault": fault} if fault else {})}) + "\n"
         fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
@@ -375,6 +442,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log", required=True, type=Path, help="JSON lines, one per lease")
     parser.add_argument("--bot-id", default=f"bot-{os.getpid()}")
     parser.add_argument("--properties", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--faults", type=Path, help="a folder of faults to inject (above)")
+    parser.add_argument("--cas-dir", type=Path, help="the server's disk storage, for corrupt")
     return parser.parse_args(argv)
 
 

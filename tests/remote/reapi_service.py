@@ -259,10 +259,12 @@ def wait_for_capabilities(address: str, process: subprocess.Popen[bytes], log: P
 
 
 def start_bot(address: str, bot_id: str, work_dir: Path, executed: Path,
-              properties: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+              properties: Mapping[str, str], log: Path, faults: Path,
+              cas: Path) -> subprocess.Popen[bytes]:
     work_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, str(BOT), "--server", address, "--instance", INSTANCE,
-            "--bot-id", bot_id, "--work-dir", str(work_dir), "--log", str(executed)]
+            "--bot-id", bot_id, "--work-dir", str(work_dir), "--log", str(executed),
+            "--faults", str(faults), "--cas-dir", str(cas)]
     argv += ["--properties", *(f"{k}={v}" for k, v in properties.items())]
     return start_group(argv, log)
 
@@ -286,6 +288,21 @@ class ReapiService:
     bot_properties: dict[str, str]  # every bot has all of these
     executed_log: Path  # one JSON line per lease the bots ran
     log_dir: Path  # server.log, postgres.log, bot-<n>.log, bgd.yml
+    faults_dir: Path  # the bots' faults (bot.py): inject() writes them
+
+    def inject(self, mode: str, match: str, **params: object) -> None:
+        """One fault, for the first lease whose command line contains `match` (bot.py)."""
+        name = f"{len(list(self.faults_dir.iterdir())):04d}-{mode}.json"
+        write = self.faults_dir / f".{name}"
+        write.write_text(json.dumps({"match": match, "mode": mode, **params}))
+        write.rename(self.faults_dir / name)  # whole, or not there: a bot may look any time
+
+    def clear_faults(self) -> list[str]:
+        """Remove every fault; returns those no lease took."""
+        left = [p.name for p in self.faults_dir.glob("*.json")]
+        for path in self.faults_dir.iterdir():
+            path.unlink()
+        return left
 
     def executed(self) -> list[dict[str, object]]:
         """The bots' records, oldest first: {"bot", "action", "argv", "exit_code", "outputs"}.
@@ -322,15 +339,18 @@ def running_service(log_dir: Path, bots: int = 2,
         address = f"grpc://127.0.0.1:{port}"
         wait_for_capabilities(address, server, log_dir / "server.log")
         executed = log_dir / "executed.jsonl"
+        faults = state / "faults"
+        faults.mkdir()
         started = []
         for n in range(bots):
             log = log_dir / f"bot-{n}.log"
-            bot = start_bot(address, f"bot-{n}", state / f"bot-{n}", executed, properties, log)
+            bot = start_bot(address, f"bot-{n}", state / f"bot-{n}", executed, properties, log,
+                            faults, state / "cas")
             processes.append((bot, signal.SIGTERM))
             started.append((bot, log))
         for bot, log in started:
             wait_for_bot(bot, log)
-        yield ReapiService(address, INSTANCE, properties, executed, log_dir)
+        yield ReapiService(address, INSTANCE, properties, executed, log_dir, faults)
     finally:
         for process, sig in reversed(processes):
             stop_group(process, sig)
