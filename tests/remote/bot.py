@@ -408,7 +408,9 @@ class Bot:
             result.execution_metadata.execution_start_timestamp.GetCurrentTime()
             timeout = action.timeout.ToTimedelta().total_seconds() or None
             stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
+            started = time.monotonic()
             result.exit_code, timed_out = run(command, argv, cwd, timeout, stdout, stderr)
+            seconds = time.monotonic() - started
             result.execution_metadata.execution_completed_timestamp.GetCurrentTime()
             streams = stdout.read_bytes(), stderr.read_bytes()
             blobs = {digest_of(data).hash: data for data in streams}
@@ -418,14 +420,16 @@ class Bot:
             self.cas.write(blobs)
             if mode == "corrupt" and result.output_files:
                 corrupt_blob(self.args.cas_dir, result.output_files[0].digest)
-        self.record(action, command, result.exit_code, outputs, mode)
+        self.record(action, command, result.exit_code, outputs, mode, seconds)
         return result, timed_out
 
     def record(self, action: re_pb2.Action, command: re_pb2.Command, exit_code: int,
-               outputs: list[str], fault: str = "") -> None:
-        """One JSON line per lease, appended in one write so bots can share the file."""
+               outputs: list[str], fault: str = "", seconds: float = 0.0) -> None:
+        """One JSON line per lease, appended in one write so bots can share the file;
+        `seconds`: how long the command ran."""
         entry = {"bot": self.args.bot_id, "action": digest_of(encode(action)).hash,
-                 "argv": list(command.arguments), "exit_code": exit_code, "outputs": outputs}
+                 "argv": list(command.arguments), "exit_code": exit_code, "outputs": outputs,
+                 "seconds": round(seconds, 4)}
         line = json.dumps({**entry, **({"fault": fault} if fault else {})}) + "\n"
         fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

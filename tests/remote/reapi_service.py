@@ -305,7 +305,8 @@ class ReapiService:
         return left
 
     def executed(self) -> list[dict[str, object]]:
-        """The bots' records, oldest first: {"bot", "action", "argv", "exit_code", "outputs"}.
+        """The bots' records, oldest first: {"bot", "action", "argv", "exit_code", "outputs",
+        "seconds"} (the command's time on the bot), and "fault" for an injected one.
 
         A bot writes its record before it reports the result, so a finished Execute's
         record is already here.
