@@ -226,14 +226,20 @@ class CachedAction:
         The outcome: "executed" (on a worker), "remote" (the executor's action cache had
         it), "fallback" (the executor failed: run here) or "ran"."""
         executor = self.settings.executor
-        if executor is None or self.spec.rule not in REMOTE_RULES:
+        if executor is None:
             return "ran", run_command(self.spec, capture=True)
+        from buildgen.remote.slots import local_slot
+
+        state = self.build / REMOTE_STATE
+        if self.spec.rule not in REMOTE_RULES:
+            with local_slot(state, executor.local_jobs):
+                return "ran", run_command(self.spec, capture=True)
         from buildgen.remote.run import run_remotely
 
-        done = run_remotely(self.spec, executor, self.build, self.build / REMOTE_STATE,
-                            dict(os.environ))
+        done = run_remotely(self.spec, executor, self.build, state, dict(os.environ))
         if done is None:
-            return "fallback", run_command(self.spec, capture=True)
+            with local_slot(state, executor.local_jobs):
+                return "fallback", run_command(self.spec, capture=True)
         _echo(done.stdout, done.stderr)
         return ("remote" if done.cached else "executed"), Ran(
             done.exit_code, (done.stdout, done.stderr))

@@ -70,6 +70,7 @@ def _remote(section: dict[str, Any], root: Path) -> RemoteOptions:
         instance=section.get("instance", ""),
         platform=tuple(sorted((k, str(v)) for k, v in section.get("platform", {}).items())),
         jobs=section.get("jobs"),
+        local_jobs=section.get("local_jobs"),
         timeout=float(section["timeout"]) if "timeout" in section else None,
         token_file=path(section["token_file"]) if "token_file" in section else None,
         tls=tuple(sorted((k, path(v)) for k, v in section.get("tls", {}).items())),

@@ -47,6 +47,7 @@ class RemoteOptions:
     instance: str = ""
     platform: tuple[tuple[str, str], ...] = ()  # sorted by name
     jobs: int | None = None
+    local_jobs: int | None = None  # of those, at most this many on this machine at once
     timeout: float | None = None  # s an action may take on a worker
     token_file: Path | None = None
     tls: tuple[tuple[str, Path], ...] = ()  # ca / cert / key -> a PEM file
@@ -57,6 +58,8 @@ class RemoteOptions:
                                       "platform": dict(self.platform)}
         if self.jobs is not None:
             section["jobs"] = self.jobs
+        if self.local_jobs is not None:
+            section["local_jobs"] = self.local_jobs
         if self.timeout is not None:
             section["timeout"] = self.timeout
         if self.token_file is not None:

@@ -24,13 +24,16 @@ import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from buildgen.cache.action import ActionSpec
 from buildgen.cache.depfile import depfile_text, parse_depfile
 from buildgen.cache.keys import TOOL_ENVIRONMENT, file_digest
+from buildgen.cache.settings import REMOTE_STATE
 from buildgen.remote.client import ExecutorClient, RemoteError
 from buildgen.remote.protos import re_pb2
 from buildgen.remote.settings import ExecutorSettings
+from buildgen.remote.slots import local_slot
 from buildgen.remote.tree import Blob, InputFile, input_root, message_blob
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,7 +128,8 @@ def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
     all or none. Raises RemoteError when the service could not run it. `skip_cache`: run it
     even where the service's action cache has a result (one that failed its check)."""
     layout = Layout.of(build, spec.root)
-    headers = scan_headers(spec, environ)
+    with local_slot(Path(build) / REMOTE_STATE, settings.local_jobs):  # the scan runs here
+        headers = scan_headers(spec, environ)
     command = remote_command(spec, layout, environ, settings.platform)
     files = input_files(layout, (*spec.inputs, *headers))
     root, tree_blobs = input_root(files)

@@ -27,6 +27,7 @@ ENV_EXECUTOR = "BUILDGEN_REMOTE_EXECUTOR"
 ENV_INSTANCE = "BUILDGEN_REMOTE_INSTANCE"
 ENV_PLATFORM = "BUILDGEN_REMOTE_PLATFORM"
 ENV_JOBS = "BUILDGEN_REMOTE_JOBS"
+ENV_LOCAL_JOBS = "BUILDGEN_REMOTE_LOCAL_JOBS"
 ENV_TIMEOUT = "BUILDGEN_REMOTE_TIMEOUT"
 ENV_TOKEN = "BUILDGEN_REMOTE_TOKEN"
 ENV_TOKEN_FILE = "BUILDGEN_REMOTE_TOKEN_FILE"
@@ -46,9 +47,11 @@ class ExecutorSettings:
     url: str  # grpc://host:port or grpcs://host:port, never with credentials
     instance: str = ""
     platform: tuple[tuple[str, str], ...] = ()  # sorted by name, as the API wants them
-    # `buildgen build`'s -j when none is given; None: ninja's default. Local actions share
-    # it for now (no pool keeps them to the cores yet): raise it with that in mind.
+    # `buildgen build`'s -j when none is given; None: ninja's default.
     jobs: int | None = None
+    # Of the actions under way, at most this many run on this machine at once (the rules
+    # that stay here, and fallbacks): buildgen.remote.slots. Default: its cores.
+    local_jobs: int = 1
     timeout: float = DEFAULT_TIMEOUT
     token: str | None = None
     header: tuple[str, str] | None = None  # (lower-case name, value), from the environment
@@ -96,6 +99,8 @@ def resolve_executor(section: Mapping[str, object] | None,
         instance=env.get(ENV_INSTANCE) or str(section.get("instance") or ""),
         platform=tuple(sorted(platform.items())),
         jobs=_jobs(env, section.get("jobs")),
+        local_jobs=int(_positive(env, ENV_LOCAL_JOBS, section.get("local_jobs"),
+                                 os.cpu_count() or 1, int)),
         timeout=_positive(env, ENV_TIMEOUT, section.get("timeout"), DEFAULT_TIMEOUT, float),
         token=_token(env, _str(section.get("token_file"))),
         header=_header(env),

@@ -63,3 +63,15 @@ def test_a_bad_variable_names_itself(tmp_path) -> None:
         resolve_executor(SECTION, {"BUILDGEN_REMOTE_HEADER": "just-a-key"})
     with pytest.raises(ExecutorSettingsError, match="token file"):
         resolve_executor(SECTION, {"BUILDGEN_REMOTE_TOKEN_FILE": str(tmp_path / "none")})
+
+
+def test_local_jobs_default_to_the_cores_and_can_be_set(monkeypatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    settings = resolve_executor(SECTION, {})
+    assert settings is not None and settings.local_jobs == 6
+    settings = resolve_executor({**SECTION, "local_jobs": 3}, {})
+    assert settings is not None and settings.local_jobs == 3
+    settings = resolve_executor({**SECTION, "local_jobs": 3}, {"BUILDGEN_REMOTE_LOCAL_JOBS": "1"})
+    assert settings is not None and settings.local_jobs == 1
+    with pytest.raises(ExecutorSettingsError, match=r"BUILDGEN_REMOTE_LOCAL_JOBS='-2'"):
+        resolve_executor(SECTION, {"BUILDGEN_REMOTE_LOCAL_JOBS": "-2"})
