@@ -63,6 +63,7 @@ def op_table() -> Mapping[str, OpEntry]:
         resize,
         reverse_sequence,
         shape_ops,
+        softmax,
         space_depth,
     )
 
@@ -73,6 +74,7 @@ def op_table() -> Mapping[str, OpEntry]:
         conv_pool,
         conv_transpose,
         norm,
+        softmax,
         reduce,
         shape_ops,
         indexing,

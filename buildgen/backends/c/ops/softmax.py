@@ -1,0 +1,96 @@
+"""Softmax, LogSoftmax and Hardmax, along one axis with either opset's semantics (before
+13: the input flattened to 2-D at `axis`; from 13: `axis` alone), and `lanes`, the loops
+over such an axis that LpNormalization shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from math import prod
+
+from buildgen.backends.c.cwriter import Code, linear
+from buildgen.backends.c.fused import kernel_stem
+from buildgen.backends.c.kernel import Kernel, LowerContext, Param
+from buildgen.backends.c.ops.common import float_reason, int_attr, normalize_axis
+from buildgen.backends.c.registry import OpEntry
+from buildgen.ir import Node
+
+
+def _kernel(nodes: Sequence[Node], params: list[Param], code: Code) -> Kernel:
+    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines)
+
+
+def softmax_extents(node: Node, shape: Sequence[int], opset: int) -> tuple[int, int, int]:
+    """(outer, n, inner): softmax runs over n elements spaced `inner` apart.
+    Before opset 13 the input is flattened to 2-D at `axis` (default 1); from 13 on it runs
+    along `axis` alone (default -1)."""
+    if opset < 13:
+        axis = normalize_axis(int_attr(node, "axis", 1), len(shape))
+        return prod(shape[:axis]), prod(shape[axis:]), 1
+    axis = normalize_axis(int_attr(node, "axis", -1), len(shape))
+    return prod(shape[:axis]), shape[axis], prod(shape[axis + 1 :])
+
+
+def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    outer, n, inner = softmax_extents(node, ctx.shape(x), ctx.graph.opset)
+    log = node.op == "LogSoftmax"
+    at = "j" if inner == 1 else f"j * {inner}"
+    code = Code()
+    with code.loops((outer, inner) if inner > 1 else (outer,), prefix="o") as idx:
+        base = f"{idx[0]} * {n * inner} + {idx[1]}" if inner > 1 else f"{idx[0]} * {n}"
+        code.line(f"const float *x = X + {base};")
+        code.line(f"float *y = Y + {base};")
+        # The sum runs in double: over a vocabulary (10^4-10^5 terms) a float sum drifts
+        # past 1e-4 relative from onnxruntime's.
+        code.line("float max = x[0];")
+        code.line("double sum = 0.0;")
+        code.line(f"for (int64_t j = 1; j < {n}; ++j) max = x[{at}] > max ? x[{at}] : max;")
+        if log:
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) sum += bg_expf(x[{at}] - max);")
+            code.line("const float shift = max + (float)log(sum);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = x[{at}] - shift;")
+        else:
+            with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
+                code.line(f"y[{at}] = bg_expf(x[{at}] - max);")
+                code.line(f"sum += y[{at}];")
+            code.line("const float scale = (float)(1.0 / sum);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] *= scale;")
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+@contextmanager
+def lanes(code: Code, outer: int, n: int, inner: int) -> Iterator[str]:
+    """Loops over the lanes of an (outer, n, inner) tensor, each n elements spaced `inner`
+    apart; declares x and y at the lane's first element and yields the index of the j-th
+    element relative to them."""
+    loops = [(e, s) for e, s in ((outer, n * inner), (inner, 1)) if e > 1]
+    with code.loops([e for e, _ in loops], prefix="o") as names:
+        base = linear(names, [s for _, s in loops])
+        code.line(f"const float *x = X + {base};" if base != "0" else "const float *x = X;")
+        code.line(f"float *y = Y + {base};" if base != "0" else "float *y = Y;")
+        yield "j" if inner == 1 else f"j * {inner}"
+
+
+def _lower_hardmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
+    """1 at the first largest element along the softmax axis (same opset rules), 0 elsewhere."""
+    node = nodes[0]
+    x, y = node.inputs[0], node.outputs[0]
+    outer, n, inner = softmax_extents(node, ctx.shape(x), ctx.graph.opset)
+    best = "best" if inner == 1 else f"best * {inner}"
+    code = Code()
+    with lanes(code, outer, n, inner) as at:
+        code.line("int64_t best = 0;")
+        with code.block(f"for (int64_t j = 0; j < {n}; ++j)"):
+            code.line(f"if (x[{at}] > x[{best}]) best = j;")
+            code.line(f"y[{at}] = 0.0f;")
+        code.line(f"y[{best}] = 1.0f;")
+    return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+ENTRIES = (
+    OpEntry("Softmax", "kernel", float_reason, lower=_lower_softmax),
+    OpEntry("LogSoftmax", "kernel", float_reason, lower=_lower_softmax),
+    OpEntry("Hardmax", "kernel", float_reason, lower=_lower_hardmax),
+)
