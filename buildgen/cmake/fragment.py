@@ -35,7 +35,7 @@ from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
 from buildgen.ninja.context import GenContext
-from buildgen.ninja.layout import ModelFiles, TargetFiles
+from buildgen.ninja.layout import ModelFiles, TargetFiles, shared_kernels_kind
 from buildgen.ninja.plan import Action, BuildPlan, Pool
 from buildgen.ninja.writer import Value
 from buildgen.targets import get_kind
@@ -259,7 +259,7 @@ def _kernels_name(archive: str, models: Sequence[ModelSpec]) -> str:
     to use one manifest."""
     folder = archive.rsplit("/", 2)[-2]
     name = "buildgen_shared_" + "".join(c if c.isalnum() else "_" for c in folder)
-    spec = get_kind(folder.split("-", 1)[0]).shared_kernels
+    spec = get_kind(shared_kernels_kind(archive)).shared_kernels
     if spec is not None and spec.fixed:
         names = "\n".join(sorted(m.name for m in models))
         name += "_" + hashlib.sha256(names.encode()).hexdigest()[:8]

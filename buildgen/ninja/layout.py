@@ -29,6 +29,16 @@ BUILD_NINJA = "build.ninja"
 # Kernels compiled once for every library of a build (shared_modules.py): _shared/<kind>-<id>/.
 SHARED_DIR = "_shared"
 
+
+def shared_kernels_folder(kind: str, toolchain_id: str) -> str:
+    """The folder of a kind's shared kernels for one toolchain (its id: a digest)."""
+    return f"{SHARED_DIR}/{kind}-{toolchain_id}"
+
+
+def shared_kernels_kind(path: str) -> str:
+    """The kind whose shared kernels `path` (a file in such a folder) belongs to."""
+    return path.split("/")[1].split("-", 1)[0]
+
 # The extension of a generated source, by the language its toolchain compiles.
 SOURCE_EXTENSIONS = {"c": "c", "cxx": "cc", "cuda": "cu"}
 

@@ -36,7 +36,12 @@ from pathlib import Path
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
 from buildgen.ninja.context import GenContext
-from buildgen.ninja.layout import SHARED_DIR, SOURCE_EXTENSIONS, TargetFiles, compile_units
+from buildgen.ninja.layout import (
+    SOURCE_EXTENSIONS,
+    TargetFiles,
+    compile_units,
+    shared_kernels_folder,
+)
 from buildgen.ninja.plan import Action
 from buildgen.targets import ResolvedTarget, Toolchain, get_kind
 from buildgen.targets.shared_kernels import SharedKernelsSpec, fixed_sources, linked_toolchain
@@ -99,7 +104,7 @@ def fixed_kernels(kind: str, toolchain: Toolchain) -> _Group | None:
 
 def _folder(kind: str, toolchain: Toolchain) -> str:
     text = json.dumps([kind, toolchain.cc, list(toolchain.cflags)])
-    return f"{SHARED_DIR}/{kind}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return shared_kernels_folder(kind, hashlib.sha256(text.encode()).hexdigest()[:8])
 
 
 def add_shared_kernels(
