@@ -158,5 +158,36 @@ def discover_cuda(attrs: Mapping[str, Any]) -> dict[str, Any]:
     toolchain keeps the ones a user set).
 
     External codegens for cuda (cublas, cudnn, cutlass) may call it from their own hooks:
-    `cuda_home` is inherited from the device, so they find the same toolkit."""
-    return find_toolkit(attrs.get("cuda_home")).as_attrs()
+    `cuda_home` is inherited from the device, so they find the same toolkit.
+
+    With `host_triple` (a host of another architecture), nvcc is still this machine's, but
+    the runtime is the target's (`target_cuda`), and nvcc's own headers (crt/) follow it."""
+    toolkit = find_toolkit(attrs.get("cuda_home"))
+    triple = attrs.get("host_triple")
+    if not triple:
+        return toolkit.as_attrs()
+    target = target_runtime(attrs.get("target_cuda"), str(triple))
+    return {**toolkit.as_attrs(), "cuda_include": str(target.include),
+            "cuda_lib": str(target.lib), "cudart_name": target.cudart_name,
+            "nvcc_include": str(toolkit.home / "include")}
+
+
+def target_runtime(folder: str | None, triple: str) -> CudaToolkit:
+    """The CUDA runtime of another architecture in `folder` (include/, lib/ or lib64/)."""
+    hint = ("set the cuda device's target_cuda to the target's CUDA runtime: a Jetson "
+            "sysroot's /usr/local/cuda/targets/aarch64-linux, or an aarch64 "
+            "nvidia-cuda-runtime wheel unpacked (pip download --no-deps --only-binary=:all: "
+            "--platform manylinux2014_aarch64 nvidia-cuda-runtime; its nvidia/cu13 folder)")
+    if not folder:
+        raise BuildgenError(Diagnostic(
+            f"the cuda device builds for host triple {triple!r} (another architecture), so "
+            "it needs that architecture's CUDA runtime", hint=hint))
+    # absolute on the command lines: compiles and links run in the build folder
+    home = Path(os.path.expanduser(folder)).resolve()
+    found = _runtime_in(home)
+    if found is None:
+        raise BuildgenError(Diagnostic(
+            f"target_cuda {folder!r} holds no CUDA runtime (include/cuda_runtime_api.h and "
+            "lib/ or lib64/ with libcudart.so)", hint=hint))
+    include, lib, cudart = found
+    return CudaToolkit(home, home / "bin" / "nvcc", include, lib, cudart)

@@ -101,7 +101,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     from buildgen.partition.cli_support import bring_up_to_date, select
     from buildgen.run import tensors
     from buildgen.run.driver import DriverBuild, ensure_driver
-    from buildgen.run.execute import emulator_for, no_emulator
+    from buildgen.run.execute import compile_only, emulator_for, no_emulator
     from buildgen.targets import load_target_file
 
     gen = _generate(args)
@@ -114,6 +114,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     else:
         feeds, origin = tensors.random_inputs(inputs, args.seed), f"random, seed {args.seed}"
     target = load_target_file(gen.build_dir / pair.files.target_file)
+    compile_only(target, pair.files.label)
     prefix = emulator_for(target)
     if prefix is None:  # before compiling: the driver could not run anyway
         raise no_emulator(pair.files.label)

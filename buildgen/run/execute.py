@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildgen.errors import BuildgenError, Diagnostic
-from buildgen.targets import ResolvedTarget
+from buildgen.targets import ResolvedTarget, get_kind
 
 # How to get the emulators a cross target names most often.
 _EMULATOR_HINTS = {
@@ -29,6 +29,22 @@ def emulator_for(target: ResolvedTarget) -> tuple[str, ...] | None:
 
     prefix = target_emulator(target)
     return None if prefix is None else tuple(prefix)
+
+
+def compile_only(target: ResolvedTarget, label: str) -> None:
+    """Refuse a target whose device builds for a host of another architecture (cuda for a
+    Jetson): an emulator runs the host's code, not the device's."""
+    device = target.device
+    if device is None:
+        return
+    attr = get_kind(device.kind).host_triple_attr
+    triple = dict(device.attrs).get(attr) if attr else None
+    if triple:
+        raise BuildgenError(Diagnostic(
+            f"{label}: compile-only here: its {device.kind} device code runs on the GPU of "
+            f"the {triple} machine it was built for, which no emulator provides",
+            hint="copy the library to that machine (a Jetson) and run it there; `buildgen "
+            "run` runs a cross-built target whose composite has no device"))
 
 
 def no_emulator(label: str) -> BuildgenError:

@@ -69,6 +69,8 @@ def compose(ex: Expander, name: str, members: tuple[Member, ...], site: Site,
     if not _cross_ok(ex, name, host, others, project):
         return None
     host = _cross_compiler(host)
+    if device is not None:
+        device = _device_follows_host(host, device)
     filled: list[Member] = []
     for acc in accelerators:
         kind = get_kind(acc.kind)
@@ -235,6 +237,16 @@ def _levels_ok(ex: Expander, host: Member, arch: str, where: str) -> bool:
             f"list levels of {arch}, or unset {levels_rule.attr}; pin the instruction set "
             "with march (armv8.2-a+dotprod) or tune with mcpu (cortex-a76)")
     return False
+
+
+def _device_follows_host(host: Member, device: Member) -> Member:
+    """The device with the host's triple in its `host_triple_attr`, where the host builds
+    for another architecture (the device's toolchain then builds host code for it)."""
+    attr = get_kind(device.kind).host_triple_attr
+    triple = rule_triple(get_kind(host.kind).toolchain.cross, dict(host.instance.attrs))
+    if attr is None or triple is None or not is_foreign(triple):
+        return device
+    return Member(device.instance.with_attrs({attr: triple}), device.site, device.written)
 
 
 def _cross_compiler(host: Member) -> Member:

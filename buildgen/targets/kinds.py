@@ -134,6 +134,8 @@ class TargetKind:
     # Why the kind builds only for the build machine's architecture (rules `native_only`),
     # or None: it follows the host's triple.
     native_only: str | None = None
+    # A device's attribute that takes a foreign host triple (rules `host_triple_attr`).
+    host_triple_attr: str | None = None
 
     @property
     def reads_records(self) -> bool:
@@ -260,6 +262,7 @@ def load_kind(
         shared_kernels=load_shared_kernels(data.get("shared_kernels")),
         tuner=data.get("tuning", {}).get("tuner"),
         native_only=data.get("native_only"),
+        host_triple_attr=data.get("host_triple_attr"),
     )
     problems = _kind_problems(kind, rules_file.stem)
     if problems:
@@ -312,7 +315,8 @@ def _kind_problems(kind: TargetKind, stem: str) -> list[str]:
             problems.append(f"{where}: inherit: {rule.attribute!r}: the pattern needs a group")
     tc = kind.toolchain
     named = [a for a, _ in (*tc.optional_flags, *tc.optional_link_flags)]
-    by_name = (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr, tc.launcher_attr)
+    by_name = (tc.extra_flags_attr, tc.extra_link_flags_attr, tc.pool_depth_attr, tc.launcher_attr,
+               kind.host_triple_attr)
     named += [a for a in by_name if a]
     if tc.isa_variants:
         named += [tc.isa_variants.attr, *tc.isa_variants.unless]

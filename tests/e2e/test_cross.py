@@ -162,3 +162,58 @@ def test_aarch64_create_picks_sve_only_at_256_bits_and_each_level_matches(
         env={**repo_env, "QEMU_CPU": cpu})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"; isa {SVE_CASES[cpu]}\n" in done.stdout, done.stdout
+
+
+def _aarch64_cuda_runtime(folder: Path) -> Path:
+    """The aarch64 CUDA runtime: PyPI's nvidia-cuda-runtime wheel for aarch64, downloaded
+    (once per machine) and unpacked; its nvidia/cu13 folder is a target_cuda."""
+    cache = Path.home() / ".cache" / "buildgen-tests" / "aarch64-cudart"
+    found = sorted(cache.glob("nvidia/cu*/include/cuda_runtime_api.h"))
+    if not found:
+        wheels = folder / "wheels"
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+             "--platform", "manylinux2014_aarch64", "-d", str(wheels), "nvidia-cuda-runtime"],
+            capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode != 0:
+            message = f"cannot download the aarch64 CUDA runtime wheel: {done.stderr[-500:]}"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        import zipfile
+
+        for wheel in wheels.glob("*.whl"):
+            zipfile.ZipFile(wheel).extractall(cache)
+        found = sorted(cache.glob("nvidia/cu*/include/cuda_runtime_api.h"))
+    return found[-1].parent.parent
+
+
+@pytest.mark.skipif(os.uname().machine == "aarch64", reason="aarch64 is this machine's")
+def test_cuda_for_a_jetson_builds_for_aarch64_and_is_compile_only(
+        tmp_path: Path, buildgen_build, repo_env: dict[str, str]) -> None:
+    """The MLP for a Jetson (aarch64 host, cuda device at sm_87): nvcc compiles its host
+    code with aarch64-linux-gnu-g++ against the aarch64 runtime; `buildgen run` refuses."""
+    _need("aarch64-linux-gnu-g++", "g++-aarch64-linux-gnu")
+    _need("nvcc", "the CUDA toolkit (pip install 'buildgen[cuda]')")
+    runtime = _aarch64_cuda_runtime(tmp_path)
+    manifest = tmp_path / "BUILD.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "buildgen": 1,
+        "targets": {"jetson": {"kind": "composite",
+                               "host": {"kind": "c", "triple": "aarch64-linux-gnu"},
+                               "device": {"kind": "cuda", "arch": "sm_87",
+                                          "target_cuda": str(runtime)}}},
+        "models": {"mlp": {"source": str(REPO / EXAMPLES["mlp"]["source"]),
+                           "inputs": EXAMPLES["mlp"]["inputs"], "targets": ["jetson"]}},
+    }))
+    build = tmp_path / "build"
+    buildgen_build(manifest, build)
+    folder = build / "mlp" / "jetson"
+    for built in (folder / "libmlp.so", folder / "obj" / "cuda.o"):
+        assert "ARM aarch64" in _file(built), built
+    done = subprocess.run(
+        [sys.executable, "-m", "buildgen", "run", "mlp", "--target", "jetson",
+         "--manifest", str(manifest), "--build-dir", str(build)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=repo_env)
+    assert done.returncode != 0
+    assert "compile-only here: its cuda device code runs on the GPU" in done.stderr

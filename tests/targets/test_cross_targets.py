@@ -127,12 +127,42 @@ def test_native_only_external_codegens_are_rejected_where_written(manifest, erro
 
 
 @pytest.mark.skipif(not X86_MACHINE, reason="aarch64 is native on an aarch64 machine")
-def test_cuda_for_a_jetson_is_rejected_with_the_reason():
+def test_cuda_for_a_jetson_takes_the_host_triple_and_nvcc_its_g_plus_plus(tmp_path):
+    runtime = tmp_path / "cu13"
+    (runtime / "include").mkdir(parents=True)
+    (runtime / "include" / "cuda_runtime_api.h").write_text("")
+    (runtime / "lib").mkdir()
+    (runtime / "lib" / "libcudart.so.13").write_text("")
+    target = resolve_target("t", {"kind": "composite", "host": {"kind": "c", "triple": ARM},
+                                  "device": {"kind": "cuda", "target_cuda": str(runtime)}})
+    assert target.device is not None
+    assert dict(target.device.attrs)["host_triple"] == ARM
+    flags = target.toolchain("cuda").cflags
+    assert f"-ccbin={ARM}-g++" in flags
+    assert f"-I{runtime / 'include'}" in flags  # the target's runtime, before nvcc's own
+    assert flags.index(f"-I{runtime / 'include'}") < next(
+        i for i, f in enumerate(flags) if f.startswith("-I") and "cu13" not in f)
+    assert f"-L{runtime / 'lib'}" in target.toolchain("cuda").ldflags
+
+
+@pytest.mark.skipif(not X86_MACHINE, reason="aarch64 is native on an aarch64 machine")
+def test_cuda_for_a_jetson_without_the_targets_runtime_says_where_to_get_it():
+    target = resolve_target("t", {"kind": "composite", "host": {"kind": "c", "triple": ARM},
+                                  "device": {"kind": "cuda"}})
+    with pytest.raises(BuildgenError) as info:
+        target.toolchain("cuda")
+    text = info.value.render()
+    assert "needs that architecture's CUDA runtime" in text
+    assert "target_cuda" in text and "manylinux2014_aarch64" in text
+
+
+@pytest.mark.skipif(not X86_MACHINE, reason="aarch64 is native on an aarch64 machine")
+@pytest.mark.parametrize("kind", ["cublas", "cudnn", "cutlass"])
+def test_the_cuda_external_codegens_are_rejected_for_a_jetson(kind):
     with pytest.raises(BuildgenError) as info:
         resolve_target("t", {"kind": "composite", "host": {"kind": "c", "triple": ARM},
-                             "device": {"kind": "cuda"}})
-    text = info.value.render()
-    assert "'cuda' cannot build for the host's triple" in text and "-ccbin" in text
+                             "device": {"kind": "cuda"}, "accelerators": [{"kind": kind}]})
+    assert f"'{kind}' cannot build for the host's triple" in info.value.render()
 
 
 def test_a_native_triple_keeps_every_external_codegen():
