@@ -54,15 +54,14 @@ import socket
 import ssl
 import sys
 import threading
-import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildgen.cache.model import ActionResult
 from buildgen.cache.protocol import ProtocolError, decode_action_result, encode_action_result
+from buildgen.cache.shared_state import SharedState, printable
 from buildgen.errors import BuildgenError, Diagnostic
-from buildgen.fsutil import write_atomic
 
 ENV_HEADER = "BUILDGEN_REMOTE_CACHE_HEADER"  # a whole header: "Authorization: Bearer xyz"
 ENV_TOKEN = "BUILDGEN_REMOTE_CACHE_TOKEN"  # sent as "Authorization: Bearer <token>"
@@ -72,16 +71,13 @@ TOTAL_TIMEOUT = 60.0  # s for a whole request: a dripping server is as good as d
 DOWN_MARKER = "remote-down"
 EVENTS_DIR = "remote-events"
 # Builds driven by plain `ninja` never call reset_remote_state: an old marker expires instead.
-MARKER_TTL = 600.0  # s
 # buildgen's AC entries name a few outputs (a few hundred bytes): more is not an entry of ours.
 MAX_ACTION_BYTES = 1 << 20
 # A blob whose size nothing names (none of buildgen's lookups): a library is far smaller.
 MAX_BLOB_BYTES = 4 << 30
-MAX_SHOWN = 120  # characters of server-provided text in a message
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(\S[^\r\n]*)")
-_NOT_PRINTABLE = re.compile(r"[^\x20-\x7e]+")
 _CHUNK = 1 << 16
 
 
@@ -214,14 +210,12 @@ class RemoteCache:
 
     # -- shared state ------------------------------------------------------------------------
 
+    @property
+    def shared(self) -> SharedState:
+        return shared_state(self.state_dir)
+
     def is_down(self) -> bool:
-        if self._down:
-            return True
-        marker = self.state_dir / DOWN_MARKER
-        try:
-            return time.time() - marker.stat().st_mtime < MARKER_TTL
-        except OSError:  # none, or no state folder at all
-            return False
+        return bool(self._down) or self.shared.is_down()
 
     def warnings(self) -> list[str]:
         return remote_warnings(self.state_dir)
@@ -233,8 +227,7 @@ class RemoteCache:
         first = not self.is_down()  # the first failure names the cause; later ones add nothing
         self._down.append(reason)
         if first:
-            with contextlib.suppress(OSError):
-                write_atomic(self.state_dir / DOWN_MARKER, f"{self.url}\t{reason}\n")
+            self.shared.mark_down(f"{self.url}\t{reason}\n")
             # One line in the build log (ninja shows it with the action that hit it).
             with contextlib.suppress(OSError, ValueError):
                 print(
@@ -244,13 +237,10 @@ class RemoteCache:
                 )  # fmt: skip
 
     def _record(self, kind: str, subject: str, line: str) -> None:
-        with contextlib.suppress(OSError):
-            write_atomic(
-                self.state_dir / EVENTS_DIR / f"{kind}-{subject}", printable(line, 400) + "\n"
-            )
+        self.shared.record(f"{kind}-{subject}", line)
 
     def _seen(self, kind: str, subject: str) -> bool:
-        return (self.state_dir / EVENTS_DIR / f"{kind}-{subject}").exists()
+        return self.shared.seen(f"{kind}-{subject}")
 
     def _was_damaged(self, digest: str) -> bool:
         return digest in self._damaged or self._seen("corrupt", digest)
@@ -390,46 +380,27 @@ def _read_body(response: http.client.HTTPResponse, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def printable(text: str, limit: int = MAX_SHOWN) -> str:
-    """``text`` as one line of printable ASCII (anything else becomes '?'), at most ``limit``
-    characters: server-provided text is shown in build logs and terminals only so."""
-    text = _NOT_PRINTABLE.sub("?", text)
-    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+def shared_state(state_dir: Path) -> SharedState:
+    return SharedState(Path(state_dir), DOWN_MARKER, EVENTS_DIR)
 
 
 def remote_warnings(state_dir: Path) -> list[str]:
     """The summary lines of this build's remote-cache trouble: down (once), then events, sorted."""
+    state = shared_state(state_dir)
     lines = []
-    marker = Path(state_dir) / DOWN_MARKER
-    with contextlib.suppress(OSError):
-        url, _, reason = marker.read_text(errors="replace").strip().partition("\t")
+    text = state.marker_text()
+    if text is not None:
+        url, _, reason = text.partition("\t")
         lines.append(
             f"remote cache {printable(url)} was unreachable ({printable(reason)}): "
             "the rest of the build used the local cache only"
         )
-    return lines + event_lines(Path(state_dir) / EVENTS_DIR)
+    return lines + state.event_lines()
 
 
-def event_lines(events: Path) -> list[str]:
-    """The lines of a folder of event files (one per event), sorted by file name."""
-    lines = []
-    if events.is_dir():
-        for event in sorted(p for p in events.iterdir() if not p.name.startswith(".")):
-            with contextlib.suppress(OSError):
-                lines.append(printable(event.read_text(errors="replace").strip(), 400))
-    return lines
-
-
-def reset_remote_state(state_dir: Path, marker: str = DOWN_MARKER,
-                       events_dir: str = EVENTS_DIR) -> None:
+def reset_remote_state(state_dir: Path) -> None:
     """Forget the previous build's marker and events; call at the start of a build."""
-    with contextlib.suppress(FileNotFoundError):
-        (Path(state_dir) / marker).unlink()
-    events = Path(state_dir) / events_dir
-    if events.is_dir():
-        for event in events.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                event.unlink()
+    shared_state(state_dir).reset()
 
 
 def _auth_headers(host: str, *, strict: bool) -> dict[str, str]:

@@ -10,7 +10,7 @@ at once instead of waiting for its own retries.
 
 The actions of a build are separate processes: the marker and one event file per fallback
 under `<build>/.buildgen/remote/` (written atomically) are what they share, as the remote
-cache's client does (buildgen.cache.remote).
+cache's client's are (buildgen.cache.shared_state).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.cache.action import ActionSpec
-from buildgen.fsutil import write_atomic
+from buildgen.cache.shared_state import SharedState, printable
 from buildgen.remote.settings import ExecutorSettings
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 DOWN_MARKER = "executor-down"
 EVENTS_DIR = "executor-events"
-MARKER_TTL = 600.0  # s: a plain `ninja` run never resets the state; an old marker expires
 ATTEMPTS = 3
 BACKOFF = 0.5  # s before the second attempt, doubled after each
 
@@ -63,45 +62,36 @@ def run_remotely(spec: ActionSpec, settings: ExecutorSettings, build: Path,
     return None  # not reached: the last attempt returns
 
 
+def executor_state(state_dir: Path) -> SharedState:
+    return SharedState(state_dir, DOWN_MARKER, EVENTS_DIR)
+
+
 def executor_down(state_dir: Path) -> bool:
-    try:
-        return time.time() - (state_dir / DOWN_MARKER).stat().st_mtime < MARKER_TTL
-    except OSError:
-        return False
+    return executor_state(state_dir).is_down()
 
 
 def executor_warnings(state_dir: Path) -> list[str]:
     """The build summary's lines: the service down (once), then each fallback, sorted."""
-    from buildgen.cache.remote import event_lines, printable
-
-    lines = []
-    with contextlib.suppress(OSError):
-        lines.append(printable((state_dir / DOWN_MARKER).read_text(errors="replace").strip(),
-                               400))
-    return lines + event_lines(state_dir / EVENTS_DIR)
+    state = executor_state(state_dir)
+    text = state.marker_text()
+    return ([printable(text, 400)] if text is not None else []) + state.event_lines()
 
 
 def reset_executor_state(state_dir: Path) -> None:
     """Forget the previous build's marker and fallbacks; called at the start of a build."""
-    from buildgen.cache.remote import reset_remote_state
-
-    reset_remote_state(state_dir, DOWN_MARKER, EVENTS_DIR)
+    executor_state(state_dir).reset()
 
 
 def _fall_back(spec: ActionSpec, settings: ExecutorSettings, state_dir: Path, reason: str,
                attempts: int, unreachable: bool) -> None:
-    from buildgen.cache.remote import printable
-
     reason = printable(reason, 300)
     tries = f" after {attempts} attempts" if attempts > 1 else ""
     output = spec.outputs[0]
     line = f"{output}: ran locally, the executor failed{tries} ({reason})"
     with contextlib.suppress(OSError, ValueError):
         print(f"buildgen remote: warning: {line}", file=sys.stderr, flush=True)
-    name = hashlib.sha256(output.encode()).hexdigest()[:16]
-    with contextlib.suppress(OSError):
-        write_atomic(state_dir / EVENTS_DIR / f"fallback-{name}", line + "\n")
-        if unreachable and not executor_down(state_dir):
-            write_atomic(state_dir / DOWN_MARKER,
-                         f"executor {printable(settings.url)} was unreachable ({reason}): "
-                         "the rest of the build ran locally\n")
+    state = executor_state(state_dir)
+    state.record(f"fallback-{hashlib.sha256(output.encode()).hexdigest()[:16]}", line)
+    if unreachable:
+        state.mark_down(f"executor {printable(settings.url)} was unreachable ({reason}): "
+                        "the rest of the build ran locally\n")

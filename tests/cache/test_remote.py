@@ -20,11 +20,11 @@ from nginx import NginxServer
 from buildgen.cache.model import ActionResult, OutputFile
 from buildgen.cache.remote import (
     DOWN_MARKER,
-    MARKER_TTL,
     RemoteCache,
     remote_warnings,
     reset_remote_state,
 )
+from buildgen.cache.shared_state import MARKER_TTL
 
 
 def sha(data: bytes) -> str:
