@@ -3,7 +3,8 @@
 build.ninja runs every cached rule as
 
     $python -m buildgen.cache exec --root <source root> --rule <rule> [--restat]
-        [--depfile <file>] --out $out --in $in [implicit inputs] -- <the rule's command>
+        [--depfile <file>] [--kind=<backend kind>] --out $out --in $in [implicit inputs]
+        -- <the rule's command>
 
 so the wrapper knows the action's declared outputs and inputs without parsing the
 command, and ninja's view of the command (what it compares to re-run an edge) is the
@@ -51,6 +52,9 @@ class ActionSpec:
     command: tuple[str, ...]
     depfile: str | None = None
     restat: bool = False  # the command leaves unchanged outputs untouched
+    # A compile's backend kind (`--kind=`): picks its workers' platform properties
+    # (buildgen.remote.settings); not part of any key.
+    kind: str = ""
 
 
 def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
@@ -80,6 +84,8 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
             i += 1
         elif word == "--restat":
             restat, current = True, None
+        elif word.startswith("--kind="):  # one word: an empty kind is still one
+            values["kind"], current = word.removeprefix("--kind="), None
         elif current is not None:
             current.append(word)
         else:
@@ -98,6 +104,7 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
         command=command,
         depfile=values.get("depfile"),
         restat=restat,
+        kind=values.get("kind", ""),
     )
 
 

@@ -42,7 +42,7 @@ from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, 
 from buildgen.cache.store import LocalStore
 from buildgen.cache.tools import Memo
 from buildgen.errors import os_error
-from buildgen.remote.rules import REMOTE_RULES
+from buildgen.remote.rules import LocalOnly, sent_remotely
 
 if TYPE_CHECKING:
     from buildgen.cache.remote import RemoteCache
@@ -231,12 +231,16 @@ class CachedAction:
         from buildgen.remote.slots import local_slot
 
         state = self.build / REMOTE_STATE
-        if self.spec.rule not in REMOTE_RULES:
+        if not sent_remotely(self.spec.rule, self.spec.command, executor):
             with local_slot(state, executor.local_jobs):
                 return "ran", run_command(self.spec, capture=True)
         from buildgen.remote.run import run_remotely
 
-        done = run_remotely(self.spec, executor, self.build, state, dict(os.environ))
+        try:
+            done = run_remotely(self.spec, executor, self.build, state, dict(os.environ))
+        except LocalOnly:
+            with local_slot(state, executor.local_jobs):
+                return "ran", run_command(self.spec, capture=True)
         if done is None:
             with local_slot(state, executor.local_jobs):
                 return "fallback", run_command(self.spec, capture=True)

@@ -28,7 +28,7 @@ class LoadedModel:
 
 def load_onnx(path: Path) -> LoadedModel:
     import onnx
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+    from onnx.external_data_helper import load_external_data_for_model
 
     try:
         check_model_file(path)  # outside the next `except Exception`: its own message
@@ -43,14 +43,7 @@ def load_onnx(path: Path) -> LoadedModel:
 
     _check_text(model, path)
     NODES.check(_count_nodes(model.graph), f"{path}: nodes")
-    locations: set[str] = set()
-    for tensor in _all_tensors(model.graph):
-        if uses_external_data(tensor):
-            entries = {entry.key: entry.value for entry in tensor.external_data}
-            if "location" not in entries:
-                raise error(f"{path}: tensor '{tensor.name}' uses external data without a location")
-            locations.add(entries["location"])
-    external = sorted(_external_file(path, loc) for loc in sorted(locations))
+    external = _external_files(path, model)
     for file in external:
         if not file.is_file():
             raise error(f"{path}: external data file '{file}' does not exist")
@@ -61,6 +54,26 @@ def load_onnx(path: Path) -> LoadedModel:
         except Exception as exc:  # onnx raises ValueError/OSError variants for bad locations
             raise error(f"{path}: cannot load external data: {exc}") from exc
     return LoadedModel(model, (path, *external), _default_opset(model, path))
+
+
+def referenced_files(path: Path) -> tuple[Path, ...]:
+    """The .onnx file and the external-data files it names, without reading the data."""
+    import onnx
+
+    return (path, *_external_files(path, onnx.load(os.fspath(path), load_external_data=False)))
+
+
+def _external_files(path: Path, model: onnx.ModelProto) -> list[Path]:
+    from onnx.external_data_helper import uses_external_data
+
+    locations: set[str] = set()
+    for tensor in _all_tensors(model.graph):
+        if uses_external_data(tensor):
+            entries = {entry.key: entry.value for entry in tensor.external_data}
+            if "location" not in entries:
+                raise error(f"{path}: tensor '{tensor.name}' uses external data without a location")
+            locations.add(entries["location"])
+    return sorted(_external_file(path, loc) for loc in sorted(locations))
 
 
 def _external_file(model_file: Path, location: str) -> Path:

@@ -292,7 +292,8 @@ def _compile(
     # The launcher (ccache) runs the compiler, never the link. A compile that reads files
     # its preprocessor does not see (`implicit`: weights.S's .incbin) runs without it: a
     # launcher keys its cache on the preprocessed source and would miss those files.
-    launcher = () if implicit else toolchain.launcher
+    if implicit:
+        toolchain = dataclasses.replace(toolchain, launcher=())
     return Action(
         rule=rules.COMPILE.name,
         outputs=(obj,),
@@ -302,11 +303,7 @@ def _compile(
         # mention it; afterwards the depfile tracks it.
         order_only=(files.header,),
         description=f"{_COMPILE_VERB.get(toolchain.language, 'CC')} {files.label} {name}",
-        variables=(
-            ("cc", (*launcher, toolchain.cc)),
-            ("cflags", toolchain.cflags),
-            ("includes", includes),
-        ),
+        variables=rules.compile_variables(toolchain, includes),
         pool=toolchain.pool,
     )
 

@@ -9,9 +9,13 @@ change, so an unchanged output stops the wave of rebuilds there.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from buildgen.cache.action import ARCHIVE_RULE, ARCHIVE_STAGING
 from buildgen.ninja.plan import Rule
+
+if TYPE_CHECKING:
+    from buildgen.targets.model import Toolchain
 
 # File-level variables the rules use; their values come from the plan.
 PYTHON = "python"  # the interpreter (and PYTHONPATH when buildgen is not installed)
@@ -65,6 +69,19 @@ ARCHIVE = Rule(ARCHIVE_RULE, command=(
 ))
 LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $ldflags")
 
+
+
+def compile_variables(toolchain: Toolchain, includes: tuple[str, ...]
+                      ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A compile edge's variables: the command's words, and the kind its workers serve."""
+    return (
+        ("cc", (*toolchain.launcher, toolchain.cc)),
+        ("cflags", toolchain.cflags),
+        ("includes", includes),
+        (COMPILE_KIND, (toolchain.kind,)),
+    )
+
+
 ALL_RULES = (
     GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, SHARED_KERNELS, COMPILE, ARCHIVE,
     LINK_SHARED,
@@ -75,6 +92,8 @@ ALL_RULES = (
 CACHE = "cache"
 # Per action: its implicit inputs, which `$in` leaves out but the cache must hash.
 IMPLICIT_IN = "implicit_in"
+# Per compile: its backend kind.
+COMPILE_KIND = "kind"
 UNCACHED = frozenset({GEN.name})
 # The command the wrapper runs, where it differs from the rule's: the wrapper removes a
 # non-restat rule's outputs before running it, and runs one program, not shell syntax.
@@ -91,6 +110,8 @@ def cached(rule: Rule) -> Rule:
         head.append("--restat")
     if rule.depfile:
         head += ["--depfile", rule.depfile]
+    if rule.name == COMPILE.name:  # which workers may run it (buildgen.remote.settings)
+        head.append(f"--kind=${COMPILE_KIND}")
     head += ["--out", "$out", "--in", "$in", f"${IMPLICIT_IN}", "--"]
     command = _WRAPPED_COMMAND.get(rule.name, rule.command)
     return dataclasses.replace(rule, command=" ".join([*head, command]))

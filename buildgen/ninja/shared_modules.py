@@ -185,8 +185,7 @@ def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:
             inputs=(source,),
             description=f"NVCC {group.folder} shard_{index}.o"
             if group.toolchain.language == "cuda" else f"CC {group.folder} shard_{index}.o",
-            variables=(("cc", (*group.toolchain.launcher, group.toolchain.cc)),
-                       ("cflags", group.toolchain.cflags), ("includes", includes)),
+            variables=rules.compile_variables(group.toolchain, includes),
             pool=group.toolchain.pool,
         ))
     actions.append(_archive(group))
@@ -201,8 +200,7 @@ def _fixed_group_actions(group: _Group, ctx: GenContext) -> list[Action]:
             outputs=(obj,),
             inputs=(ctx.path(Path(source)),),
             description=f"CC {obj}",
-            variables=(("cc", (*toolchain.launcher, toolchain.cc)),
-                       ("cflags", toolchain.cflags), ("includes", includes)),
+            variables=rules.compile_variables(toolchain, includes),
             pool=toolchain.pool,
         )
         for source, obj, toolchain in group.fixed_units()

@@ -6,7 +6,8 @@ build.ninja writes work unchanged, and an absolute path into one of those three 
 rewritten relative to it.
 
 What is uploaded: the action's declared inputs and, for a compile, the headers a local
-dependency scan (`cc -M`) names under those three folders. Any other file the command reads
+dependency scan (`cc -M`) names under those three folders; for a Python stage, the files
+it names and buildgen's package (buildgen.remote.stages). Any other file the command reads
 (the compiler, system and CUDA headers, libraries) is the *toolchain*: workers must have it
 at the same path, which is what the platform properties select (document the image a
 worker pool runs in them). The worker runs the command with a fixed environment: PATH and
@@ -22,7 +23,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,11 @@ class Layout:
             inside = _under(folder, root)
             places.setdefault(folder, f"src/{os.path.relpath(folder, root)}" if inside
                               else elsewhere)
+        # A checkout keeps rules/ and schemas/ beside the package: so does the input root.
+        beside = os.path.dirname(places[PACKAGE_DIR])
+        for folder in _package_data_folders():
+            if not _under(folder, PACKAGE_DIR):
+                places.setdefault(folder, os.path.join(beside, os.path.basename(folder)))
         bases = tuple(sorted(places.items(), key=lambda b: (-len(b[0]), b[0])))
         return cls(build, tuple((here, os.path.normpath(place)) for here, place in bases))
 
@@ -110,6 +116,12 @@ class Layout:
         return os.path.relpath(place, self.working_directory or ".")
 
 
+def _package_data_folders() -> tuple[str, ...]:
+    from buildgen.resources import rules_dir, schemas_dir
+
+    return (str(rules_dir()), str(schemas_dir()))
+
+
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -128,10 +140,8 @@ def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
     all or none. Raises RemoteError when the service could not run it. `skip_cache`: run it
     even where the service's action cache has a result (one that failed its check)."""
     layout = Layout.of(build, spec.root)
-    with local_slot(Path(build) / REMOTE_STATE, settings.local_jobs):  # the scan runs here
-        headers = scan_headers(spec, environ)
-    command = remote_command(spec, layout, environ, settings.platform)
-    files = input_files(layout, (*spec.inputs, *headers))
+    command, extra_inputs = describe(spec, settings, layout, environ, Path(build))
+    files = input_files(layout, (*spec.inputs, *extra_inputs))
     root, tree_blobs = input_root(files)
     command_blob = message_blob(command)
     action = re_pb2.Action(command_digest=command_blob.digest, input_root_digest=root.digest)
@@ -152,17 +162,43 @@ def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
         client.close()
 
 
+def describe(spec: ActionSpec, settings: ExecutorSettings, layout: Layout,
+             environ: dict[str, str], build: Path) -> tuple[re_pb2.Command, list[str]]:
+    """The Command a worker runs, and the inputs it needs beyond the declared ones: a
+    compile's headers, or a Python stage's files and buildgen's package
+    (buildgen.remote.stages; raises LocalOnly when a stage cannot name its inputs)."""
+    from buildgen.remote import stages
+
+    arguments = stages.stage_arguments(spec.command)
+    if arguments is None:
+        with local_slot(build / REMOTE_STATE, settings.local_jobs):  # the scan runs here
+            headers = scan_headers(spec, environ)
+        command = remote_command(spec, layout, environ, settings.platform_for(spec.kind))
+        return command, headers
+    extra = [*stages.stage_inputs(arguments), *stages.package_files()]
+    command = remote_command(spec, layout, environ, stages.stage_platform(settings),
+                             words=stages.stage_command(settings, arguments),
+                             fixed=stages.stage_environment(layout))
+    return command, extra
+
+
 def remote_command(spec: ActionSpec, layout: Layout, environ: dict[str, str],
-                   platform: Iterable[tuple[str, str]] = ()) -> re_pb2.Command:
-    """The command as the worker runs it; `platform`: the properties, sorted by name."""
+                   platform: Iterable[tuple[str, str]] = (), *,
+                   words: Sequence[str] | None = None,
+                   fixed: dict[str, str] | None = None) -> re_pb2.Command:
+    """The command as the worker runs it: `words` (default: the action's), with PATH and
+    the compiler-relevant variables of `environ` plus `fixed` (set as given); `platform`:
+    the properties, sorted by name."""
     command = re_pb2.Command(
-        arguments=[layout.rewrite(word) for word in spec.command],
+        arguments=[layout.rewrite(word) for word in (spec.command if words is None else words)],
         working_directory=layout.working_directory,
         output_paths=sorted(output_paths(spec)),
     )
     names = ("PATH", *TOOL_ENVIRONMENT)
-    for name in sorted(n for n in names if n in environ):
-        command.environment_variables.add(name=name, value=layout.rewrite(environ[name]))
+    variables = {name: layout.rewrite(environ[name]) for name in names if name in environ}
+    variables.update(fixed or {})
+    for name in sorted(variables):
+        command.environment_variables.add(name=name, value=variables[name])
     for name, value in platform:
         command.platform.properties.add(name=name, value=value)
     return command
@@ -227,12 +263,15 @@ def _write_outputs(client: ExecutorClient, spec: ActionSpec, layout: Layout,
     if missing:
         raise RemoteError(f"the worker returned no {', '.join(missing)}", transient=False)
     fetched = [(p, client.read(got[p].digest), got[p].is_executable) for p in wanted]
-    from buildgen.fsutil import write_atomic
+    from buildgen.fsutil import write_atomic, write_if_changed
 
     for path, data, executable in fetched:
         if path == spec.depfile:
             data = _localized_depfile(spec, layout, data)
-        write_atomic(path, data, executable=executable)
+        if spec.restat and not executable:  # as the stage would: unchanged bytes keep
+            write_if_changed(path, data)     # their mtime, and ninja's restat stops there
+        else:
+            write_atomic(path, data, executable=executable)
 
 
 def _localized_depfile(spec: ActionSpec, layout: Layout, data: bytes) -> bytes:

@@ -37,7 +37,9 @@ BACKOFF = 0.5  # s before the second attempt, doubled after each
 
 def run_remotely(spec: ActionSpec, settings: ExecutorSettings, build: Path,
                  state_dir: Path, environ: dict[str, str]) -> RemoteRun | None:
-    """The action's outcome on a worker (its outputs written), or None: run it locally."""
+    """The action's outcome on a worker (its outputs written), or None: run it locally
+    (the executor failed: the summary says so). Raises LocalOnly for an action that cannot
+    be sent at all."""
     if executor_down(state_dir):
         return None
     from buildgen.remote.action import execute

@@ -9,6 +9,8 @@ file named there, TLS keys from files.
     BUILDGEN_REMOTE_EXECUTOR=grpc[s]://host:port   the REAPI service; `off`: run locally
     BUILDGEN_REMOTE_INSTANCE=<name>                 its instance name
     BUILDGEN_REMOTE_PLATFORM=k=v,k=v                platform properties, over the manifest's
+    BUILDGEN_REMOTE_PLATFORM_<KIND>=k=v,k=v         one action kind's, over `platforms:`
+    BUILDGEN_REMOTE_PYTHON=python3                  run the Python stages remotely with it
     BUILDGEN_REMOTE_JOBS=64                         `buildgen build`'s -j (default: ninja's)
     BUILDGEN_REMOTE_TIMEOUT=600                     s an action may take on a worker
     BUILDGEN_REMOTE_TOKEN / _TOKEN_FILE             sent as `authorization: Bearer <token>`
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 ENV_EXECUTOR = "BUILDGEN_REMOTE_EXECUTOR"
 ENV_INSTANCE = "BUILDGEN_REMOTE_INSTANCE"
 ENV_PLATFORM = "BUILDGEN_REMOTE_PLATFORM"
+ENV_PYTHON = "BUILDGEN_REMOTE_PYTHON"
+PYTHON_KIND = "python"  # the Python stages' action kind in `platforms:`
 ENV_JOBS = "BUILDGEN_REMOTE_JOBS"
 ENV_LOCAL_JOBS = "BUILDGEN_REMOTE_LOCAL_JOBS"
 ENV_TIMEOUT = "BUILDGEN_REMOTE_TIMEOUT"
@@ -47,6 +51,11 @@ class ExecutorSettings:
     url: str  # grpc://host:port or grpcs://host:port, never with credentials
     instance: str = ""
     platform: tuple[tuple[str, str], ...] = ()  # sorted by name, as the API wants them
+    # By action kind (a backend kind for its compiles, "python" for the stages), over
+    # `platform`; each sorted by name.
+    platforms: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    # The interpreter the workers run the Python stages with; None: they run here.
+    python: str | None = None
     # `buildgen build`'s -j when none is given; None: ninja's default.
     jobs: int | None = None
     # Of the actions under way, at most this many run on this machine at once (the rules
@@ -68,6 +77,12 @@ class ExecutorSettings:
         """host:port, as gRPC names a server."""
         return urllib.parse.urlsplit(self.url).netloc
 
+    def platform_for(self, kind: str) -> tuple[tuple[str, str], ...]:
+        """The properties an action of `kind` asks for, sorted by name."""
+        merged = dict(self.platform)
+        merged.update(dict(self.platforms).get(kind, ()))
+        return tuple(sorted(merged.items()))
+
 
 def section_of(options: Mapping[str, object] | None) -> dict[str, object] | None:
     """The manifest's section as the settings file keeps it (None: no executor)."""
@@ -86,7 +101,7 @@ def resolve_executor(section: Mapping[str, object] | None,
     where = f"${ENV_EXECUTOR}" if env.get(ENV_EXECUTOR) else "remote.executor"
     _check_url(url, where)
     platform = dict(_platform_pairs(section.get("platform")))
-    platform.update(_parse_platform(env.get(ENV_PLATFORM, "")))
+    platform.update(_parse_platform(env.get(ENV_PLATFORM, ""), ENV_PLATFORM))
     tls = section.get("tls") if isinstance(section.get("tls"), Mapping) else {}
     assert isinstance(tls, Mapping)
     files = {key: env.get(name) or _str(tls.get(key.removeprefix("tls_")))
@@ -98,6 +113,8 @@ def resolve_executor(section: Mapping[str, object] | None,
         url=url,
         instance=env.get(ENV_INSTANCE) or str(section.get("instance") or ""),
         platform=tuple(sorted(platform.items())),
+        platforms=_platforms(section.get("platforms"), env),
+        python=_python(env, section.get("python")),
         jobs=_jobs(env, section.get("jobs")),
         local_jobs=int(_positive(env, ENV_LOCAL_JOBS, section.get("local_jobs"),
                                  os.cpu_count() or 1, int)),
@@ -133,15 +150,33 @@ def _platform_pairs(value: object) -> list[tuple[str, str]]:
     return [(str(k), str(v)) for k, v in value.items()]
 
 
-def _parse_platform(text: str) -> list[tuple[str, str]]:
+def _parse_platform(text: str, variable: str) -> list[tuple[str, str]]:
     pairs = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, equals, value = item.partition("=")
         if not equals or not name.strip():
             raise ExecutorSettingsError(
-                f"${ENV_PLATFORM}: {item!r}: expected name=value pairs separated by commas")
+                f"${variable}: {item!r}: expected name=value pairs separated by commas")
         pairs.append((name.strip(), value.strip()))
     return pairs
+
+
+def _platforms(section: object, env: Mapping[str, str]
+               ) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    by_kind = {str(kind): dict(_platform_pairs(pairs))
+               for kind, pairs in (section.items() if isinstance(section, Mapping) else ())}
+    prefix = f"{ENV_PLATFORM}_"
+    for name, text in env.items():
+        if name.startswith(prefix) and text.strip():
+            kind = name[len(prefix):].lower()
+            by_kind.setdefault(kind, {}).update(_parse_platform(text, name))
+    return tuple((kind, tuple(sorted(pairs.items())))
+                 for kind, pairs in sorted(by_kind.items()) if pairs)
+
+
+def _python(env: Mapping[str, str], manifest: object) -> str | None:
+    text = env.get(ENV_PYTHON, "").strip() or str(manifest or "")
+    return None if not text or text.lower() in _OFF else text
 
 
 def _positive(env: Mapping[str, str], name: str, manifest: object, default: float,

@@ -39,6 +39,10 @@ def outputs(args: argparse.Namespace) -> list[str]:
             *([args.depfile] if args.depfile else [])]
 
 
+def reads(args: argparse.Namespace) -> list[str]:
+    return [args.weights, *([args.records] if args.records else [])]
+
+
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.backends.registry import get_backend
     from buildgen.ir.constants import CodeWeights

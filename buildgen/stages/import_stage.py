@@ -32,6 +32,12 @@ def outputs(args: argparse.Namespace) -> list[str]:
     return [args.graph, args.weights, args.constants, args.depfile]
 
 
+def reads(args: argparse.Namespace) -> list[str]:
+    from buildgen.importer.load import referenced_files
+
+    return [str(path) for path in referenced_files(Path(args.source))]
+
+
 def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
     # rpartition: an input name may itself contain '='; the shape never does.
     name, sep, dims = text.rpartition("=")

@@ -51,6 +51,12 @@ def outputs(args: argparse.Namespace) -> list[str]:
     return [args.out, *([args.depfile] if args.depfile else [])]
 
 
+def reads(args: argparse.Namespace) -> list[str] | None:
+    if args.step:  # a module of the user's, and whatever it imports
+        return None
+    return [path for path in (args.constants, args.records, args.partition_file) if path]
+
+
 def parse_pin(text: str) -> tuple[str, str]:
     # rpartition: node names may contain '='; backend kinds never do.
     pattern, sep, backend = text.rpartition("=")

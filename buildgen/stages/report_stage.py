@@ -27,6 +27,10 @@ def outputs(args: argparse.Namespace) -> list[str]:
     return [args.json, args.md, *([args.depfile] if args.depfile else [])]
 
 
+def reads(args: argparse.Namespace) -> list[str]:
+    return [args.weights]
+
+
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.codegen.isa import parse_isa_arguments
     from buildgen.codegen.report import write_report

@@ -4,6 +4,10 @@ A stage module provides:
     add_arguments(parser)            its command line
     outputs(args) -> list[str]       the files it writes (removed if it fails)
     run(args) -> dict[str, bytes|str]  every output's contents, computed before any write
+and may provide
+    reads(args) -> list[str] | None  the files it may read beyond the action's declared
+                                     inputs, known before it runs (None: not knowable);
+                                     a remote stage's input root (buildgen.remote.stages)
 Computing everything first means a failure leaves no mix of new and old outputs; removing
 the old ones means ninja re-runs the action and nothing downstream trusts stale bytes.
 
@@ -65,14 +69,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    stage, args = _stage_and_args(top)
+    return run_stage(stage, args, top.stage)
+
+
+def files_read(argv: Sequence[str]) -> list[str] | None:
+    """The files the stage command `argv` (after `-m buildgen.stages`) may read beyond its
+    declared inputs, or None when that is not known before it runs."""
+    try:
+        stage, args = _stage_and_args(_top_parser().parse_args(argv))
+    except SystemExit:  # a bad command line: running it says what is wrong
+        return None
+    reads = getattr(stage, "reads", None)
+    if reads is None:
+        return []
+    found = reads(args)
+    return None if found is None else [str(path) for path in found]
+
+
+def _stage_and_args(top: argparse.Namespace) -> tuple[StageModule, argparse.Namespace]:
     module_name, help_ = STAGES[top.stage]
     stage: StageModule = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
         prog=f"python -m buildgen.stages {top.stage}", description=help_
     )
     stage.add_arguments(parser)
-    args = parser.parse_args(top.stage_args)
-    return run_stage(stage, args, top.stage)
+    return stage, parser.parse_args(top.stage_args)
 
 
 def run_stage(stage: StageModule, args: argparse.Namespace, name: str = "") -> int:

@@ -96,6 +96,8 @@ class Toolchain:
     variants: tuple[IsaVariant, ...] = ()
     # Without variants, the one ISA pinned (march's value), or "" for the compiler's default.
     pinned_isa: str = ""
+    # The backend kind: its compiles ask remote workers for that kind's platform properties.
+    kind: str = ""
 
 
 @dataclass(frozen=True)

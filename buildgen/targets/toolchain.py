@@ -95,6 +95,7 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         launcher=launcher,
         variants=variants,
         pinned_isa=str(attrs.get(pinned) or "") if pinned else "",
+        kind=kind,
     )
 
 

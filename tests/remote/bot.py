@@ -429,7 +429,10 @@ class Bot:
         `seconds`: how long the command ran."""
         entry = {"bot": self.args.bot_id, "action": digest_of(encode(action)).hash,
                  "argv": list(command.arguments), "exit_code": exit_code, "outputs": outputs,
-                 "seconds": round(seconds, 4)}
+                 "seconds": round(seconds, 4),
+                 "platform": {p.name: p.value for p in action.platform.properties},
+                 "env": {v.name: v.value for v in command.environment_variables
+                         if v.name.startswith("PYTHON")}}
         line = json.dumps({**entry, **({"fault": fault} if fault else {})}) + "\n"
         fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -34,6 +34,8 @@ from buildgrid.common.protos.build.bazel.remote.execution.v2 import (
     remote_execution_pb2_grpc,
 )
 
+from buildgen.remote.runtime import RUNTIME_PROPERTY, runtime_property
+
 INSTANCE = "main"
 BOT = Path(__file__).with_name("bot.py")
 READY = "bot session:"  # what bot.py logs once registered
@@ -52,8 +54,11 @@ _LAUNCHER = (
     "import sys, buildgrid.server.settings as s; s.MAX_REQUEST_SIZE = int(sys.argv.pop(1)); "
     "from buildgrid.server.app.cli import cli; sys.argv[0] = 'bgd'; cli()"
 )
-# Platform properties the scheduler matches on (BuildGrid adds OSFamily and ISA anyway).
-MATCH_KEYS = ("OSFamily", "ISA")
+# Platform properties the scheduler matches on (BuildGrid adds OSFamily and ISA anyway):
+# buildgen-python selects workers for the Python stages (buildgen.remote.runtime); `pool`
+# is one a test's per-kind `platforms:` asks for.
+MATCH_KEYS = ("OSFamily", "ISA", RUNTIME_PROPERTY, "pool")
+POOL = "shared"
 
 
 def find_bgd() -> Path | None:
@@ -93,7 +98,8 @@ def host_properties() -> dict[str, str]:
     """The bots' platform properties: REAPI's standard names for this machine."""
     isa = {"x86_64": "x86-64", "amd64": "x86-64", "arm64": "aarch64"}
     machine = platform.machine().lower()
-    return {"OSFamily": sys.platform.rstrip("0123456789"), "ISA": isa.get(machine, machine)}
+    return {"OSFamily": sys.platform.rstrip("0123456789"), "ISA": isa.get(machine, machine),
+            RUNTIME_PROPERTY: runtime_property(), "pool": POOL}
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """`buildgen build` of the examples with a real REAPI service (BuildGrid) running the
-compiles on the tests' workers: the libraries are the bytes a local build makes, every
-compile ran on a worker, a second checkout gets the service's cached results, and a
-service that cannot be reached costs a warning, not the build."""
+compiles and the Python stages on the tests' workers: the libraries are the bytes a local
+build makes, every compile and stage ran on a worker, a second checkout gets the service's
+cached results, and a service that cannot be reached costs a warning, not the build."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "reapi-s3cret-41c7"
+# The Python stages run on the workers too, with this interpreter (the bots share this
+# machine's); the c kind's compiles ask for a property of their own (the bots have it).
+STAGES_TOO = {"BUILDGEN_REMOTE_PYTHON": sys.executable, "BUILDGEN_REMOTE_PLATFORM_C": "pool=shared"}
+STAGE_RULES = {"import", "partition", "codegen", "executor", "report", "shared_kernels"}
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,11 @@ def _remote_env(service, **extra: str) -> dict[str, str]:
 
 
 def _compiles(built: Built) -> dict[str, str]:
-    return {out: built.outcomes[out] for out, rule in built.rules.items() if rule == "cc"}
+    return _outcomes(built, {"cc"})
+
+
+def _outcomes(built: Built, rules: set[str]) -> dict[str, str]:
+    return {out: built.outcomes[out] for out, rule in built.rules.items() if rule in rules}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +85,7 @@ def local(tmp_path_factory) -> Built:
 def remote(reapi_service, tmp_path_factory) -> tuple[Built, int]:
     before = len(reapi_service.executed())
     built = _build(_clone(tmp_path_factory.mktemp("remote")), tmp_path_factory.mktemp("cache"),
-                   **_remote_env(reapi_service))
+                   **_remote_env(reapi_service), **STAGES_TOO)
     return built, len(reapi_service.executed()) - before
 
 
@@ -87,17 +95,24 @@ def test_a_remote_build_makes_the_local_bytes(local: Built, remote) -> None:
     assert built.libraries == local.libraries
 
 
-def test_every_compile_ran_on_a_worker(remote, reapi_service) -> None:
+def test_every_compile_and_stage_ran_on_a_worker(remote, reapi_service) -> None:
     built, ran_on_workers = remote
-    compiles = _compiles(built)
-    assert len(compiles) >= 10
-    assert set(compiles.values()) == {"executed"}
-    assert ran_on_workers == len(compiles)
-    # the Python stages and links stayed here
-    assert {o for out, o in built.outcomes.items() if out not in compiles} == {"ran"}
-    assert f"({len(compiles)} on the executor)" in built.output
-    commands = [record["argv"] for record in reapi_service.executed()[-ran_on_workers:]]
-    assert all("-c" in argv and "-MD" in argv for argv in commands)
+    compiles, stages = _compiles(built), _outcomes(built, STAGE_RULES)
+    assert len(compiles) >= 10 and len(stages) >= 12
+    assert set(compiles.values()) == set(stages.values()) == {"executed"}
+    assert ran_on_workers == len(compiles) + len(stages)
+    # the links and archives stayed here
+    assert {o for out, o in built.outcomes.items() if out not in {*compiles, *stages}} == {"ran"}
+    assert f"({ran_on_workers} on the executor)" in built.output
+    records = reapi_service.executed()[-ran_on_workers:]
+    compiled = [r for r in records if "-c" in r["argv"]]
+    staged = [r for r in records if r["argv"][1:3] == ["-m", "buildgen.stages"]]
+    assert len(compiled) == len(compiles) and len(staged) == len(stages)
+    assert all("-MD" in r["argv"] and r["platform"].get("pool") == "shared" for r in compiled)
+    runtime = reapi_service.bot_properties["buildgen-python"]
+    # each stage imported the buildgen its input root held, on a worker with its runtime
+    assert all(r["platform"] == {"buildgen-python": runtime} for r in staged)
+    assert all(r["env"]["PYTHONPATH"] and r["argv"][0] == sys.executable for r in staged)
 
 
 def test_a_second_checkout_gets_the_services_cached_results(remote, reapi_service,
@@ -107,8 +122,8 @@ def test_a_second_checkout_gets_the_services_cached_results(remote, reapi_servic
     first, _ = remote
     before = len(reapi_service.executed())
     built = _build(_clone(tmp_path / "deeper" / "clone"), tmp_path / "cache",
-                   **_remote_env(reapi_service))
-    assert set(_compiles(built).values()) == {"remote"}
+                   **_remote_env(reapi_service), **STAGES_TOO)
+    assert set(_outcomes(built, {"cc", *STAGE_RULES}).values()) == {"remote"}
     assert len(reapi_service.executed()) == before
     assert built.libraries == first.libraries
 

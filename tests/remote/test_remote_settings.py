@@ -75,3 +75,26 @@ def test_local_jobs_default_to_the_cores_and_can_be_set(monkeypatch) -> None:
     assert settings is not None and settings.local_jobs == 1
     with pytest.raises(ExecutorSettingsError, match=r"BUILDGEN_REMOTE_LOCAL_JOBS='-2'"):
         resolve_executor(SECTION, {"BUILDGEN_REMOTE_LOCAL_JOBS": "-2"})
+
+
+def test_platforms_by_action_kind_go_over_the_common_ones() -> None:
+    section = {**SECTION, "platforms": {"cuda": {"container-image": "docker://cuda:12"},
+                                        "python": {"pool": "py"}}}
+    settings = resolve_executor(section, {"BUILDGEN_REMOTE_PLATFORM_CUDA": "ISA=x86-64-v3"})
+    assert settings is not None
+    assert settings.platform_for("cuda") == (
+        ("ISA", "x86-64-v3"), ("OSFamily", "linux"), ("container-image", "docker://cuda:12"))
+    assert settings.platform_for("python") == (
+        ("ISA", "x86-64"), ("OSFamily", "linux"), ("pool", "py"))
+    assert settings.platform_for("c") == settings.platform
+    with pytest.raises(ExecutorSettingsError, match=r"\$BUILDGEN_REMOTE_PLATFORM_C: 'x'"):
+        resolve_executor(SECTION, {"BUILDGEN_REMOTE_PLATFORM_C": "x"})
+
+
+def test_the_python_stages_run_remotely_only_when_asked() -> None:
+    assert resolve_executor(SECTION, {}).python is None
+    assert resolve_executor({**SECTION, "python": "python3"}, {}).python == "python3"
+    on = resolve_executor(SECTION, {"BUILDGEN_REMOTE_PYTHON": "/opt/py/bin/python3"})
+    assert on.python == "/opt/py/bin/python3"
+    assert resolve_executor({**SECTION, "python": "python3"},
+                            {"BUILDGEN_REMOTE_PYTHON": "off"}).python is None
