@@ -18,7 +18,7 @@ from buildgen.cache.model import ActionResult, OutputFile
 from buildgen.cache.store import LocalStore
 
 if TYPE_CHECKING:
-    from buildgen.cache.remote import RemoteCache
+    from buildgen.cache.model import RemoteStore
 
 DEPSETS_FORMAT = 1
 DEPSETS_OUTPUT = "depsets.json"
@@ -29,7 +29,7 @@ DepSet = tuple[str, ...]
 
 class DepSets:
     def __init__(
-        self, base: str, store: LocalStore, remote: RemoteCache | None, uses_depfile: bool
+        self, base: str, store: LocalStore, remote: RemoteStore | None, uses_depfile: bool
     ):
         self.key = depsets_key(base)
         self.store = store

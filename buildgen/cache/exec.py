@@ -45,7 +45,7 @@ from buildgen.errors import os_error
 from buildgen.remote.rules import LocalOnly, sent_remotely
 
 if TYPE_CHECKING:
-    from buildgen.cache.remote import RemoteCache
+    from buildgen.cache.model import RemoteStore
 
 # What a command printed is kept with its outputs under these reserved names (no action
 # writes under .buildgen/), and printed again on a hit: a compiler's warnings do not vanish
@@ -394,11 +394,16 @@ def _console_outputs(console: tuple[bytes, bytes]) -> list[tuple[OutputFile, byt
     ]
 
 
-def _open_remote(settings: CacheSettings, build: Path) -> RemoteCache | None:
-    if not settings.remote:
-        return None
-    from buildgen.cache.remote import RemoteCache
+def _open_remote(settings: CacheSettings, build: Path) -> RemoteStore | None:
+    """The HTTP cache when one is configured, else the executor's action cache."""
+    if settings.remote:
+        from buildgen.cache.remote import RemoteCache
 
-    return RemoteCache.from_settings(
-        settings.remote, settings.read_only, build / REMOTE_STATE, settings.remote_timeout
-    )
+        return RemoteCache.from_settings(
+            settings.remote, settings.read_only, build / REMOTE_STATE, settings.remote_timeout
+        )
+    if settings.executor is not None:
+        from buildgen.remote.action_cache import ReapiActionCache
+
+        return ReapiActionCache(settings.executor, build / REMOTE_STATE, settings.read_only)
+    return None

@@ -7,6 +7,8 @@ entry maps the action key to an ``ActionResult`` whose outputs name content-addr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -21,3 +23,19 @@ class OutputFile:
 class ActionResult:
     outputs: tuple[OutputFile, ...]
     exit_code: int = 0
+
+
+class RemoteStore(Protocol):
+    """A remote cache as the wrapper uses it: the HTTP cache (buildgen.cache.remote) or the
+    executor's action cache (buildgen.remote.action_cache). Every call is a miss or a
+    skipped write when anything goes wrong; none raises."""
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def get_action(self, key: str) -> ActionResult | None: ...
+    def put_action(self, key: str, result: ActionResult) -> None: ...
+    def get_blob(self, digest: str, size: int) -> bytes | None: ...
+    def put_blob(self, digest: str, data: bytes) -> None: ...
+    def upload_action(self, key: str, result: ActionResult, root: Path, *,
+                      force: bool = False) -> None: ...

@@ -18,6 +18,7 @@ carry output directories, stdout digests or metadata); such an entry decodes to 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from buildgen.cache.model import ActionResult, OutputFile
@@ -141,3 +142,16 @@ def _text(raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ProtocolError(f"string field is not UTF-8: {e}") from None
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def validate_action_result(result: ActionResult) -> None:
+    """An AC entry is not content-addressed: refuse outputs that would escape the build dir."""
+    for f in result.outputs:
+        parts = f.path.split("/")
+        if not f.path or f.path.startswith("/") or "\\" in f.path or set(parts) & {"", ".", ".."}:
+            raise ProtocolError(f"output path {f.path!r} is not a relative path inside the build")
+        if not _HEX64.fullmatch(f.digest) or not 0 <= f.size < 1 << 63:
+            raise ProtocolError(f"output {f.path!r} has an invalid digest")

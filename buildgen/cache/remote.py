@@ -59,7 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildgen.cache.model import ActionResult
-from buildgen.cache.protocol import ProtocolError, decode_action_result, encode_action_result
+from buildgen.cache.protocol import (
+    ProtocolError,
+    decode_action_result,
+    encode_action_result,
+    validate_action_result,
+)
 from buildgen.cache.shared_state import SharedState, printable
 from buildgen.errors import BuildgenError, Diagnostic
 
@@ -150,7 +155,7 @@ class RemoteCache:
             return None
         try:
             result = decode_action_result(body)
-            _validate(result)
+            validate_action_result(result)
         except ProtocolError as e:
             self._record("bad-ac", key, f"remote cache entry /ac/{key} is unusable ({e}): ignored")
             return None
@@ -451,16 +456,6 @@ def _checked(name: str) -> str:
     if not _HEX64.fullmatch(name):
         raise ValueError(f"not a sha256 hex digest: {name!r}")
     return name
-
-
-def _validate(result: ActionResult) -> None:
-    """An AC entry is not content-addressed: refuse outputs that would escape the build dir."""
-    for f in result.outputs:
-        parts = f.path.split("/")
-        if not f.path or f.path.startswith("/") or "\\" in f.path or set(parts) & {"", ".", ".."}:
-            raise ProtocolError(f"output path {f.path!r} is not a relative path inside the build")
-        if not _HEX64.fullmatch(f.digest) or not 0 <= f.size < 1 << 63:
-            raise ProtocolError(f"output {f.path!r} has an invalid digest")
 
 
 def _describe(e: BaseException) -> str:

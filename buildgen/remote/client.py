@@ -85,9 +85,11 @@ class ExecutorClient:
         self.bytestream = bs_grpc.ByteStreamStub(self.channel)
         self.execution = re_grpc.ExecutionStub(self.channel)
         self.capabilities = re_grpc.CapabilitiesStub(self.channel)
+        self.action_cache = re_grpc.ActionCacheStub(self.channel)
         self._stub_of = {"BatchReadBlobs": self.cas, "FindMissingBlobs": self.cas,
                          "BatchUpdateBlobs": self.cas, "GetCapabilities": self.capabilities,
-                         "Write": self.bytestream}
+                         "Write": self.bytestream, "GetActionResult": self.action_cache,
+                         "UpdateActionResult": self.action_cache}
         self._batch_limit: int | None = None
 
     def close(self) -> None:
@@ -95,10 +97,11 @@ class ExecutorClient:
 
     # -- CAS -------------------------------------------------------------------------------
 
-    def upload(self, blobs: Sequence[Blob]) -> int:
-        """Send the blobs the CAS lacks; returns how many were sent."""
+    def upload(self, blobs: Sequence[Blob], *, force: bool = False) -> int:
+        """Send the blobs the CAS lacks (`force`: all, over what it holds); returns how many
+        were sent."""
         unique = list({b.hash: b for b in blobs}.values())
-        missing = self._missing(unique)
+        missing = unique if force else self._missing(unique)
         limit = self.batch_limit() - BATCH_OVERHEAD
         batch: list[Blob] = []
         total = 0
@@ -181,6 +184,21 @@ class ExecutorClient:
         if answer.committed_size != blob.size:
             raise RemoteError(f"ByteStream.Write of {blob.hash[:12]} committed "
                               f"{answer.committed_size} of {blob.size} bytes", transient=True)
+
+    # -- action cache ----------------------------------------------------------------------
+
+    def get_action_result(self, request: re_pb2.GetActionResultRequest
+                          ) -> re_pb2.ActionResult | None:
+        """The entry, or None when the cache has none."""
+        try:
+            return self._call("GetActionResult", request)
+        except RemoteError as exc:
+            if exc.code == "NOT_FOUND":
+                return None
+            raise
+
+    def update_action_result(self, request: re_pb2.UpdateActionResultRequest) -> None:
+        self._call("UpdateActionResult", request)
 
     # -- execution -------------------------------------------------------------------------
 
