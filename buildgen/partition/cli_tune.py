@@ -38,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel kernel builds")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the kernels that would be measured, build nothing")
+    parser.add_argument("--here", action="store_true",
+                        help="with --backend and an executor configured: run the profilers "
+                             "on this machine, not on the executor's workers with the "
+                             "target's GPU")
     parser.add_argument("--backend", metavar="KIND",
                         help="measure one backend's own choices on this machine's device "
                              "instead: cutlass (CUTLASS instantiations and split-K factors) "

@@ -153,8 +153,8 @@ def execute(spec: ActionSpec, settings: ExecutorSettings, build: str,
         client.upload([*tree_blobs, command_blob, action_blob])
         done = client.execute(action_blob, timeout=settings.timeout + 60, skip_cache=skip_cache)
         result = done.result
-        stdout = _console(client, result.stdout_raw, result.stdout_digest)
-        stderr = _console(client, result.stderr_raw, result.stderr_digest)
+        stdout = console(client, result.stdout_raw, result.stdout_digest)
+        stderr = console(client, result.stderr_raw, result.stderr_digest)
         if result.exit_code == 0:
             _write_outputs(client, spec, layout, result)
         return RemoteRun(result.exit_code, stdout, stderr, done.response.cached_result)
@@ -247,7 +247,7 @@ def scan_headers(spec: ActionSpec, environ: dict[str, str]) -> list[str]:
             return parse_depfile(f.read())
 
 
-def _console(client: ExecutorClient, raw: bytes, digest: re_pb2.Digest) -> bytes:
+def console(client: ExecutorClient, raw: bytes, digest: re_pb2.Digest) -> bytes:
     if raw or not digest.hash:
         return bytes(raw)
     return client.read(digest)

@@ -56,9 +56,12 @@ _LAUNCHER = (
 )
 # Platform properties the scheduler matches on (BuildGrid adds OSFamily and ISA anyway):
 # buildgen-python selects workers for the Python stages (buildgen.remote.runtime); `pool`
-# is one a test's per-kind `platforms:` asks for.
-MATCH_KEYS = ("OSFamily", "ISA", RUNTIME_PROPERTY, "pool")
+# is one a test's per-kind `platforms:` asks for; `gpu` is what `buildgen tune` asks of the
+# workers that run its profilers (buildgen.remote.programs). The bots claim one so the
+# matching is exercised: the programs the tests send them run on the CPU.
+MATCH_KEYS = ("OSFamily", "ISA", RUNTIME_PROPERTY, "pool", "gpu")
 POOL = "shared"
+GPU = "sm_90"
 
 
 def find_bgd() -> Path | None:
@@ -99,7 +102,7 @@ def host_properties() -> dict[str, str]:
     isa = {"x86_64": "x86-64", "amd64": "x86-64", "arm64": "aarch64"}
     machine = platform.machine().lower()
     return {"OSFamily": sys.platform.rstrip("0123456789"), "ISA": isa.get(machine, machine),
-            RUNTIME_PROPERTY: runtime_property(), "pool": POOL}
+            RUNTIME_PROPERTY: runtime_property(), "pool": POOL, "gpu": GPU}
 
 
 def free_port() -> int:

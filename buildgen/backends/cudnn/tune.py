@@ -16,6 +16,7 @@ Compiling and running are parameters, so the records logic is tested without a G
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from buildgen.backends.gpu_region import PRELUDE
 from buildgen.errors import error
 from buildgen.partition.cost.keys import key_text
 from buildgen.partition.cost.records import Record, Records
+from buildgen.partition.tune.programs import ProgramRunner, run_here
 
 if TYPE_CHECKING:
     from buildgen.partition.cli_support import Loaded
@@ -259,9 +261,10 @@ class Compiler:
         return program
 
 
-def run_profiler(jobs: Sequence[Job], program: Path) -> list[Timing]:
-    done = subprocess.run([str(program)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+def run_profiler(jobs: Sequence[Job], program: Path, run: ProgramRunner = run_here
+                 ) -> list[Timing]:
+    done = run(program)
+    if done.exit_code != 0:
         raise error(f"the cuDNN profiler failed: {(done.stdout + done.stderr).strip()[-400:]}")
     return parse_timings(done.stdout)
 
@@ -286,11 +289,12 @@ class CudnnTuner:
         return len(jobs), len(pending(jobs, records)) * len(ALGORITHMS)
 
     def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
-             retune: bool) -> Records:
+             retune: bool, run: ProgramRunner = run_here) -> Records:
         from buildgen.resources import include_dir
 
         toolchain = loaded.target.toolchain("cudnn")
         compiler = Compiler(toolchain.cc, toolchain.cflags, toolchain.ldflags,
                             str(include_dir()))
         return profile(cudnn_jobs(loaded, build_dir), records, machine,
-                       build_dir / "tune" / "cudnn", compiler, run_profiler, retune=retune)
+                       build_dir / "tune" / "cudnn", compiler,
+                       functools.partial(run_profiler, run=run), retune=retune)

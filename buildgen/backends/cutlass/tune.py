@@ -16,6 +16,7 @@ Compiling and measuring are parameters, so the records logic is tested without a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -39,6 +40,7 @@ from buildgen.backends.cutlass.kernels import ERROR_HELPER, Instantiation, heade
 from buildgen.backends.cutlass.lower import Call, ConvCall, GemmCall
 from buildgen.partition.cost.keys import key_text
 from buildgen.partition.cost.records import Record, Records
+from buildgen.partition.tune.programs import ProgramRunner, run_here
 
 if TYPE_CHECKING:
     from buildgen.ir import Graph
@@ -246,8 +248,8 @@ class Compiler:
         return program
 
 
-def run_profiler(job: Job, program: Path) -> float | None:
-    done = subprocess.run([str(program)], capture_output=True, text=True, check=False)
+def run_profiler(job: Job, program: Path, run: ProgramRunner = run_here) -> float | None:
+    done = run(program)
     for line in done.stdout.splitlines():
         if line.startswith("seconds "):
             return float(line.split()[1])
@@ -266,17 +268,17 @@ def cutlass_jobs(graph: Graph, partition: Partition, target: ResolvedTarget
 
 def tune_target(
     graph: Graph, partition: Partition, target: ResolvedTarget, records: Records,
-    build_dir: Path, machine: str, *, retune: bool = False,
+    build_dir: Path, machine: str, *, retune: bool = False, run: ProgramRunner = run_here,
 ) -> Records:
-    """Profile every cutlass call of one model's partition on this machine's GPU."""
+    """Profile every cutlass call of one model's partition on the GPU `run` runs on."""
     from buildgen.resources import include_dir
 
     options = target.instance("cutlass").as_dict()
     toolchain = target.toolchain("cutlass")
     compiler = Compiler(toolchain.cc, toolchain.cflags, str(include_dir()))
     return profile(cutlass_jobs(graph, partition, target), settings_of(options),
-                   run_options(options, build_dir), records, machine, compiler, run_profiler,
-                   retune=retune)
+                   run_options(options, build_dir), records, machine, compiler,
+                   functools.partial(run_profiler, run=run), retune=retune)
 
 
 class CutlassTuner:
@@ -290,7 +292,7 @@ class CutlassTuner:
                                   for jobs in problems)
 
     def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
-             retune: bool) -> Records:
+             retune: bool, run: ProgramRunner = run_here) -> Records:
         assert loaded.partition is not None
         return tune_target(loaded.graph, loaded.partition, loaded.target, records, build_dir,
-                           machine, retune=retune)
+                           machine, retune=retune, run=run)

@@ -22,6 +22,8 @@ from buildgen.errors import error
 from buildgen.fsutil import write_if_changed
 from buildgen.partition.cli_support import Loaded
 from buildgen.partition.cost.records import Records
+from buildgen.partition.tune.programs import ProgramRunner, run_here
+from buildgen.targets.model import ResolvedTarget
 
 
 class BackendTuner(Protocol):
@@ -30,8 +32,9 @@ class BackendTuner(Protocol):
         ...
 
     def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
-             retune: bool) -> Records:
-        """`records` with this model's measurements added (on this machine's device)."""
+             retune: bool, run: ProgramRunner = run_here) -> Records:
+        """`records` with this model's measurements added: its profilers, built here, run
+        by `run` (here, or on a worker with the target's GPU)."""
         ...
 
 
@@ -71,6 +74,24 @@ def gpu_name() -> str:
     return f"{name or 'GPU'} ({machine()})"
 
 
+def profiler_runner(build_dir: Path, target: ResolvedTarget, kind: str, here: bool
+                    ) -> tuple[ProgramRunner, str]:
+    """Where the profilers run, and what the records say measured them: with an executor
+    configured (and no --here), on its workers with the GPU the target names."""
+    from buildgen.cache.settings import load_settings
+
+    executor = None if here else load_settings(build_dir).executor
+    if executor is None:
+        return run_here, gpu_name()
+    from buildgen.remote.programs import RemoteProgramRunner
+
+    # The kind's arch, else the cuda device's (which always has one: sm_80 by default).
+    arch = target.instance(kind).as_dict().get("arch") or (
+        target.device.as_dict().get("arch") if target.device is not None else "")
+    runner = RemoteProgramRunner(executor, str(arch))
+    return runner, runner.machine
+
+
 def run_backend(args: argparse.Namespace, kind: str) -> int:
     from buildgen.partition.cli_support import load, prepare
     from buildgen.partition.cli_tune import records_path
@@ -92,7 +113,9 @@ def run_backend(args: argparse.Namespace, kind: str) -> int:
             print(f"{pair.model.name}/{pair.target}: {problems} distinct {kind} problems, "
                   f"{todo} measurements to make")
             continue
-        merged = tuner.tune(loaded, records, gen.build_dir, gpu_name(), retune=args.retune)
+        run, machine = profiler_runner(gen.build_dir, loaded.target, kind, args.here)
+        merged = tuner.tune(loaded, records, gen.build_dir, machine, retune=args.retune,
+                            run=run)
         tuned += 1
         if write_if_changed(path, merged.dump()):
             print(f"wrote {path} ({len(merged.by_key) - len(records.by_key)} new records)")
