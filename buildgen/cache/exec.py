@@ -231,19 +231,21 @@ class CachedAction:
         from buildgen.remote.slots import local_slot
 
         state = self.build / REMOTE_STATE
-        if not sent_remotely(self.spec.rule, self.spec.command, executor):
+
+        def here(outcome: str) -> tuple[str, Ran]:
             with local_slot(state, executor.local_jobs):
-                return "ran", run_command(self.spec, capture=True)
+                return outcome, run_command(self.spec, capture=True)
+
+        if not sent_remotely(self.spec.rule, self.spec.command, executor):
+            return here("ran")
         from buildgen.remote.run import run_remotely
 
         try:
             done = run_remotely(self.spec, executor, self.build, state, dict(os.environ))
         except LocalOnly:
-            with local_slot(state, executor.local_jobs):
-                return "ran", run_command(self.spec, capture=True)
+            return here("ran")
         if done is None:
-            with local_slot(state, executor.local_jobs):
-                return "fallback", run_command(self.spec, capture=True)
+            return here("fallback")
         _echo(done.stdout, done.stderr)
         return ("remote" if done.cached else "executed"), Ran(
             done.exit_code, (done.stdout, done.stderr))

@@ -33,6 +33,7 @@ from buildgen.cache.keys import TOOL_ENVIRONMENT, file_digest
 from buildgen.cache.settings import REMOTE_STATE
 from buildgen.remote.client import ExecutorClient, RemoteError
 from buildgen.remote.protos import re_pb2
+from buildgen.remote.rules import stage_arguments
 from buildgen.remote.settings import ExecutorSettings
 from buildgen.remote.slots import local_slot
 from buildgen.remote.tree import Blob, InputFile, input_root, message_blob
@@ -169,7 +170,7 @@ def describe(spec: ActionSpec, settings: ExecutorSettings, layout: Layout,
     (buildgen.remote.stages; raises LocalOnly when a stage cannot name its inputs)."""
     from buildgen.remote import stages
 
-    arguments = stages.stage_arguments(spec.command)
+    arguments = stage_arguments(spec.command)
     if arguments is None:
         with local_slot(build / REMOTE_STATE, settings.local_jobs):  # the scan runs here
             headers = scan_headers(spec, environ)

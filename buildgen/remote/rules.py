@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from buildgen.remote.settings import ExecutorSettings
 
 REMOTE_RULES = frozenset({"cc"})
+STAGES_MODULE = "buildgen.stages"
 
 
 class LocalOnly(Exception):
     """The action cannot be sent (a stage that names its inputs only as it runs): it runs
     here, which is no failure of the executor's."""
-
-STAGES_MODULE = "buildgen.stages"
 
 
 def sent_remotely(rule: str, command: Sequence[str], settings: ExecutorSettings) -> bool:

@@ -22,12 +22,9 @@ from collections.abc import Sequence
 from functools import cache
 
 from buildgen.remote.action import PACKAGE_DIR, Layout
-from buildgen.remote.rules import STAGES_MODULE, LocalOnly, stage_arguments
+from buildgen.remote.rules import STAGES_MODULE, LocalOnly
 from buildgen.remote.runtime import RUNTIME_PROPERTY, runtime_property
 from buildgen.remote.settings import PYTHON_KIND, ExecutorSettings
-
-__all__ = ["LocalOnly", "stage_arguments", "stage_inputs", "stage_command",
-           "stage_environment", "stage_platform", "package_files"]
 
 
 def stage_inputs(arguments: Sequence[str]) -> list[str]:
