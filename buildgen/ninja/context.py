@@ -38,6 +38,8 @@ class GenContext:
     # script that reaches it. Empty: actions start the cache wrapper directly.
     worker: str = ""
     worker_client: str = ""
+    # The compiled client (buildgen/worker/native.py), relative to the build dir; "": none.
+    native_client: str = ""
 
     def path(self, path: Path) -> str:
         """How build.ninja names `path`: relative to the build dir when both lie under the
@@ -49,6 +51,9 @@ class GenContext:
 
     def through_worker(self, mode: str) -> tuple[str, ...]:
         """The start of a command that a worker runs (client.MODES: exec, stage)."""
+        if self.native_client:  # env PYTHONPATH=... stays in front of it
+            return (*self.python[:-1], self.native_client, "--python", self.python[-1],
+                    "--worker", self.worker, mode)
         return (*self.python, "-S", self.worker_client, "--worker", self.worker, mode)
 
     def pool_depth(self, pool: str) -> int:

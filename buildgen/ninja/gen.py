@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from buildgen.cache.settings import (
     settings_file_text,
 )
 from buildgen.errors import BuildgenError, Diagnostic
-from buildgen.fsutil import write_if_changed
+from buildgen.fsutil import write_atomic, write_if_changed
 from buildgen.manifest import Manifest, load_manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
@@ -25,6 +26,7 @@ from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
 from buildgen.targets import is_known_target, pool_depths, resolve_targets
 from buildgen.targets.manifest_targets import target_definition_problems
+from buildgen.worker.native import client_name, compiled_client
 
 
 @dataclass(frozen=True)
@@ -63,16 +65,28 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
         cached = enabled_at_gen(manifest.cache)
     except SettingsError as exc:
         raise BuildgenError(Diagnostic(str(exc))) from None
-    plan = plan_build(manifest.models, targets, ctx, tuple(files), cached=cached)
+    gen_outputs = tuple(files)
+    programs = {}
+    client = client_name() if ctx.worker else None
+    if client is not None and not os.access(out_dir / client, os.X_OK):
+        binary = compiled_client()
+        client = client if binary is not None else None
+        programs = {client: binary} if client and binary else {}
+    if client is not None:  # an output of gen: ninja runs gen again if it goes missing
+        ctx = dataclasses.replace(ctx, native_client=client)
+        gen_outputs += (client,)
+    plan = plan_build(manifest.models, targets, ctx, gen_outputs, cached=cached)
     files[BUILD_NINJA] = emit(plan, ctx.version)
-    changed = _write_files(out_dir, files)
+    changed = _write_files(out_dir, files, programs)
     return GenResult(manifest, out_dir, out_dir / BUILD_NINJA, changed)
 
 
-def _write_files(out_dir: Path, files: dict[str, str]) -> tuple[str, ...]:
+def _write_files(out_dir: Path, files: dict[str, str],
+                 programs: dict[str, bytes] | None = None) -> tuple[str, ...]:
     """Write what changed; returns those paths. The settings file, which marks the folder
     as buildgen's (build_dir.MARK), goes first: a gen stopped part-way (a full disk) leaves
-    a folder the next build still accepts. build.ninja stays last (see generate)."""
+    a folder the next build still accepts. `programs` (executables) follow it, and
+    build.ninja stays last (see generate)."""
     mark = out_dir / SETTINGS_FILE
     marked = mark.exists()
     written = set()
@@ -80,6 +94,9 @@ def _write_files(out_dir: Path, files: dict[str, str]) -> tuple[str, ...]:
         for path in sorted(files, key=lambda name: name != SETTINGS_FILE):
             if write_if_changed(out_dir / path, files[path]):
                 written.add(path)
+            if path == SETTINGS_FILE:
+                for name, data in (programs or {}).items():
+                    write_atomic(out_dir / name, data, executable=True)
     except OSError as exc:
         if not marked and not mark.exists():
             with contextlib.suppress(OSError):

@@ -66,14 +66,8 @@ def stage_platform(settings: ExecutorSettings) -> tuple[tuple[str, str], ...]:
 
 @cache
 def package_files() -> tuple[str, ...]:
-    """buildgen's files as a stage imports and reads them: the package (no bytecode), and
-    rules/ and schemas/ where a checkout keeps them beside it."""
-    from buildgen.resources import rules_dir, schemas_dir
+    """buildgen's files as a stage imports and reads them (the package, rules/ and schemas/,
+    no bytecode): the files whose digest is in a stage's key."""
+    from buildgen.resources import buildgen_files
 
-    files: list[str] = []
-    for folder in sorted({PACKAGE_DIR, str(rules_dir()), str(schemas_dir())}):
-        for parent, dirs, names in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files += [os.path.join(parent, n) for n in sorted(names)
-                      if not n.endswith((".pyc", ".pyo"))]
-    return tuple(files)
+    return tuple(str(path) for path in buildgen_files())

@@ -107,21 +107,31 @@ def served(log: str) -> int:
     return int(re.search(r"served (\d+) actions", log)[1])
 
 
-def test_builds_through_a_worker_are_the_builds_without_one(tmp_path):
+def cache_command(project: Path) -> str:
+    return re.search(r"^cache = (.*)$", (project / "build" / "build.ninja").read_text(),
+                     re.M)[1]
+
+
+@pytest.mark.parametrize("client", ["compiled", "python"])
+def test_builds_through_a_worker_are_the_builds_without_one(tmp_path, client):
+    """Through either client (client.c compiled at gen, or client.py)."""
     workers = tmp_path / "workers"
+    chosen = {"BUILDGEN_WORKER_CLIENT": client}
     cold = make_project(tmp_path / "cold")
     build(cold, environment(workers, BUILDGEN_WORKERS="off", BUILDGEN_CACHE="off"))
     assert not workers.exists() or not list(workers.glob("*.sock"))
     expected = products(cold)
 
     warm = make_project(tmp_path / "warm")
-    build(warm, environment(workers))  # starts a worker in the background
+    build(warm, environment(workers, **chosen))  # starts a worker in the background
+    started = cache_command(warm).split()[0]
+    assert started.startswith(".buildgen/worker-client-") == (client == "compiled"), started
     identity = identity_of(warm)
     pid = wait_for_worker(workers, identity)
     for cache in ("on", "off"):  # through the wrapper, and stages through the client
         shutil.rmtree(warm / "build")
         shutil.rmtree(tmp_path / "cache", ignore_errors=True)
-        build(warm, environment(workers, BUILDGEN_CACHE=cache))
+        build(warm, environment(workers, BUILDGEN_CACHE=cache, **chosen))
         assert products(warm) == expected, f"cache {cache}"
     log = stop_worker(workers, identity, pid)
     # Every action of the two builds but gen (3 stages, report, 3 compiles, link, archive).
@@ -269,3 +279,23 @@ def test_a_worker_folder_deeper_than_a_socket_address_still_serves(tmp_path):
     shutil.rmtree(project / "build")
     build(project, env)
     assert served(stop_worker(workers, identity, pid)) > 0
+
+
+def test_the_compiled_client_comes_back_and_its_absence_costs_nothing(tmp_path):
+    """A deleted client is written again by the gen that ninja runs for a missing output;
+    where no C compiler works, actions start through client.py."""
+    workers = tmp_path / "workers"
+    project = make_project(tmp_path / "p")
+    build(project, environment(workers, BUILDGEN_WORKERS="off"))
+    client = project / "build" / cache_command(project).split()[0]
+    client.unlink()
+    done = subprocess.run([sys.executable, "-m", "ninja", "-C", str(project / "build")],
+                          env=environment(workers, BUILDGEN_WORKERS="off"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert os.access(client, os.X_OK)
+
+    other = make_project(tmp_path / "q")
+    build(other, environment(workers, BUILDGEN_WORKERS="off", CC="/bin/false"))
+    assert "client.py" in cache_command(other)
+    assert not list((other / "build" / ".buildgen").glob("worker-client-*"))
