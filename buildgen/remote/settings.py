@@ -116,9 +116,9 @@ def resolve_executor(section: Mapping[str, object] | None,
         platforms=_platforms(section.get("platforms"), env),
         python=_python(env, section.get("python")),
         jobs=_jobs(env, section.get("jobs")),
-        local_jobs=int(_positive(env, ENV_LOCAL_JOBS, section.get("local_jobs"),
+        local_jobs=int(_number(env, ENV_LOCAL_JOBS, section.get("local_jobs"),
                                  os.cpu_count() or 1, int)),
-        timeout=_positive(env, ENV_TIMEOUT, section.get("timeout"), DEFAULT_TIMEOUT, float),
+        timeout=_number(env, ENV_TIMEOUT, section.get("timeout"), DEFAULT_TIMEOUT, float),
         token=_token(env, _str(section.get("token_file"))),
         header=_header(env),
         **files,
@@ -179,11 +179,17 @@ def _python(env: Mapping[str, str], manifest: object) -> str | None:
     return None if not text or text.lower() in _OFF else text
 
 
-def _positive(env: Mapping[str, str], name: str, manifest: object, default: float,
-              kind: type[int] | type[float]) -> float:
+def _number(env: Mapping[str, str], name: str, manifest: object, default: float,
+            kind: type[int] | type[float]) -> float:
+    """The variable `name` over the manifest's value (which its schema checked) over
+    `default`."""
     text = env.get(name, "").strip()
-    if not text:
-        return kind(str(manifest)) if manifest is not None else kind(default)
+    if text:
+        return _positive(text, name, kind)
+    return kind(str(manifest)) if manifest is not None else kind(default)
+
+
+def _positive(text: str, name: str, kind: type[int] | type[float]) -> float:
     try:
         value = kind(text)
     except ValueError:
@@ -196,7 +202,7 @@ def _positive(env: Mapping[str, str], name: str, manifest: object, default: floa
 def _jobs(env: Mapping[str, str], manifest: object) -> int | None:
     if not env.get(ENV_JOBS, "").strip() and manifest is None:
         return None
-    return int(_positive(env, ENV_JOBS, manifest, 1, int))
+    return int(_number(env, ENV_JOBS, manifest, 1, int))
 
 
 def _token(env: Mapping[str, str], manifest_file: str | None) -> str | None:
