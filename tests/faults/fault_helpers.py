@@ -247,12 +247,19 @@ def start_worker(project: Path, env: dict[str, str], timeout: float = 120.0) -> 
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     ninja = (project / "build" / "build.ninja").read_text()
-    found = re.search(r"(\S+) -S (\S+/worker/client\.py) --worker ([0-9a-f]+) ", ninja)
+    # Through the client gen compiled, or through client.py (buildgen/worker/native.py).
+    found = (re.search(r"(\S+) --python (\S+) --worker ([0-9a-f]+) ", ninja)
+             or re.search(r"(\S+) -S (\S+/worker/client\.py) --worker ([0-9a-f]+) ", ninja))
     assert found, "build.ninja runs no action through a worker"
-    python, client, identity = found.groups()
+    if "--python" in found[0]:
+        client, python, identity = found.groups()
+        start = [str(project / "build" / client), "--python", python]
+    else:
+        python, client, identity = found.groups()
+        start = [python, "-S", client]
     scratch = project / "build" / ".buildgen" / "warm-up"
     scratch.mkdir(parents=True, exist_ok=True)
-    argv = [python, "-S", client, "--worker", identity, "exec", "--root", ".", "--rule",
+    argv = [*start, "--worker", identity, "exec", "--root", ".", "--rule",
             "warm-up", "--out", "out", "--", "true"]
     subprocess.run(argv, cwd=scratch, env={**env, "BUILDGEN_CACHE": "off"}, check=True,
                    timeout=120)
