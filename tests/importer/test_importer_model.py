@@ -326,3 +326,45 @@ def test_int32_and_bool_tensors_are_allowed(tmp_path: Path) -> None:
     graph = import_model(save(model, tmp_path), {}).graph
     assert graph.type_of("mask").dtype is DType.BOOL
     assert graph.type_of("mask_i32").dtype is DType.INT32
+
+
+def _width_one_convs(chain: bool) -> onnx.ModelProto:
+    rng = np.random.default_rng(5)
+    w1 = rng.standard_normal((6, 4, 3, 1)).astype(np.float32)
+    w2 = rng.standard_normal((6, 6, 3, 1)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1, 3], name="t"),
+             helper.make_node("Conv", ["xt", "w1", "b1"], ["c1"], kernel_shape=[3, 1],
+                              pads=[1, 0, 1, 0], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1")]
+    if chain:
+        nodes.append(helper.make_node("Conv", ["r1", "w2"], ["y"], kernel_shape=[3, 1],
+                                      strides=[2, 1], name="conv2"))
+    else:
+        nodes.append(helper.make_node("Flatten", ["r1"], ["y"], name="flat"))
+    out = [1, 6, 4, 1] if chain else [1, 60]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F32, [1, 10, 4, 1])],
+                      [helper.make_tensor_value_info("y", F32, out)],
+                      {"w1": w1, "b1": rng.standard_normal(6).astype(np.float32), "w2": w2})
+
+
+def test_a_width_one_conv_is_imported_as_a_1d_conv_with_the_same_values(tmp_path: Path) -> None:
+    model = _width_one_convs(chain=False)
+    result = import_model(save(model, tmp_path), {})
+    graph = result.graph
+    assert [(n.name, n.op) for n in graph.nodes] == [
+        ("t", "Transpose"), ("conv1/to_1d", "Reshape"), ("conv1", "Conv"),
+        ("conv1/to_2d", "Reshape"), ("relu1", "Relu"), ("flat", "Flatten")]
+    conv = graph.nodes[2]
+    assert graph.type_of(conv.inputs[0]).shape == (1, 4, 10)
+    assert graph.type_of(conv.inputs[1]).shape == (6, 4, 3)
+    assert conv.attr("pads") == (1, 1) and conv.attr("kernel_shape") == (3,)
+    assert graph.type_of("c1").shape == (1, 6, 10, 1)
+    _check_numerics(model, result)
+
+
+def test_width_one_convs_in_a_chain_keep_their_form(tmp_path: Path) -> None:
+    """Reshapes between two Convs would split the chain a backend runs in its layout."""
+    model = _width_one_convs(chain=True)
+    result = import_model(save(model, tmp_path), {})
+    assert [n.op for n in result.graph.nodes] == ["Transpose", "Conv", "Relu", "Conv"]
+    _check_numerics(model, result)
