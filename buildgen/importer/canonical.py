@@ -109,7 +109,7 @@ def _as_one_d(node: onnx.NodeProto, constants: MutableMapping[str, np.ndarray],
     for side, shape in (("in", x.shape[:3]), ("out", y.shape)):
         shapes[side] = f"{base}/{side}_shape"
         constants[shapes[side]] = np.array(shape, np.int64)
-    flat_in, flat_out = f"{node.input[0]}/1d", f"{node.output[0]}/1d"
+    flat_in, flat_out = f"{base}/input_1d", f"{base}/output_1d"  # one pair per Conv
     inferred[flat_in] = TensorInfo(x.elem_type, x.shape[:3])
     inferred[flat_out] = TensorInfo(y.elem_type, y.shape[:3])
     one_d: dict[str, Any] = {"group": attrs.get("group", 1)}

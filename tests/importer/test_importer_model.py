@@ -368,3 +368,17 @@ def test_width_one_convs_in_a_chain_keep_their_form(tmp_path: Path) -> None:
     result = import_model(save(model, tmp_path), {})
     assert [n.op for n in result.graph.nodes] == ["Transpose", "Conv", "Relu", "Conv"]
     _check_numerics(model, result)
+
+
+def test_two_width_one_convs_of_one_input_each_get_their_own_reshapes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], kernel_shape=[3, 1],
+                              name=f"conv{i}") for i in (1, 2)]
+    nodes.append(helper.make_node("Add", ["c1", "c2"], ["y"], name="add"))
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F32, [1, 4, 9, 1])],
+                       [helper.make_tensor_value_info("y", F32, [1, 2, 7, 1])],
+                       {f"w{i}": rng.standard_normal((2, 4, 3, 1)).astype(np.float32)
+                        for i in (1, 2)})
+    result = import_model(save(model, tmp_path), {})
+    assert [n.op for n in result.graph.nodes].count("Reshape") == 4
+    _check_numerics(model, result)
