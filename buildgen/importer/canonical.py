@@ -13,9 +13,10 @@
   between two Reshapes (which cost a view, or a copy of the activation at most). The bytes
   are the same; the speed is not: oneDNN runs magika's 5 x 1 convolution over
   [1, 256, 512, 1] in 14.3 ms as 2-D and 6.7 ms as 1-D, the c host in 10.4 and 6.6 ms
-  (the same machine and run). A Conv fed by or feeding another Conv (directly, or through
-  one node between) keeps its form: the Reshapes would split a chain that a backend runs
-  in its own layout.
+  (the same machine and run). Only a Conv whose output is only reshaped, sliced or moved, and
+  with no Conv within two nodes before it, is rewritten: a Reshape would stop an
+  activation, a BatchNormalization or a residual Add from fusing into it, and split a
+  chain of Convs that a backend runs in its own layout.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _one_d_convs(nodes: list[onnx.NodeProto], constants: MutableMapping[str, np.
     for node in nodes:
         if node.domain in ("", "ai.onnx") and node.op_type == "Conv" \
                 and _width_one(node, constants, inferred) \
-                and not _near_conv(node, producer, consumers):
+                and not _keeps_fusion(node, producer, consumers):
             rewritten += _as_one_d(node, constants, inferred)
         else:
             rewritten.append(node)
@@ -77,9 +78,18 @@ def _width_one(node: onnx.NodeProto, constants: Mapping[str, np.ndarray],
             and attrs.get("auto_pad", b"NOTSET") in (b"NOTSET", b"VALID", "NOTSET", "VALID"))
 
 
-def _near_conv(node: onnx.NodeProto, producer: Mapping[str, onnx.NodeProto],
-               consumers: Mapping[str, list[onnx.NodeProto]]) -> bool:
-    """A Conv within two nodes upstream or downstream of `node`."""
+# What may read the Conv's output for the rewrite to cost nothing: nodes that only move,
+# select or reshape it (magika's Conv feeds a Slice). An activation, a BatchNormalization or
+# a residual Add after it fuses into the Conv, and a pool chains with it in a backend's
+# layout: a Reshape between them would stop that.
+_RESHAPING = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Slice", "Split",
+                        "Gather", "Shape"})
+
+
+def _keeps_fusion(node: onnx.NodeProto, producer: Mapping[str, onnx.NodeProto],
+                  consumers: Mapping[str, list[onnx.NodeProto]]) -> bool:
+    """Whether the rewrite would split what a backend fuses or chains: a Conv within two
+    nodes upstream, or a reader of its output that is not a reshape."""
     def up(name: str, depth: int) -> bool:
         found = producer.get(name)
         if found is None:
@@ -87,12 +97,8 @@ def _near_conv(node: onnx.NodeProto, producer: Mapping[str, onnx.NodeProto],
         return found.op_type == "Conv" or (depth > 1 and bool(found.input)
                                            and up(found.input[0], depth - 1))
 
-    def down(name: str, depth: int) -> bool:
-        return any(c.op_type == "Conv" or (depth > 1 and any(down(o, depth - 1)
-                                                             for o in c.output))
-                   for c in consumers.get(name, ()))
-
-    return up(node.input[0], 2) or down(node.output[0], 2)
+    readers = consumers.get(node.output[0], [])
+    return up(node.input[0], 2) or any(r.op_type not in _RESHAPING for r in readers)
 
 
 def _as_one_d(node: onnx.NodeProto, constants: MutableMapping[str, np.ndarray],

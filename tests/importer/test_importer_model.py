@@ -328,32 +328,38 @@ def test_int32_and_bool_tensors_are_allowed(tmp_path: Path) -> None:
     assert graph.type_of("mask_i32").dtype is DType.INT32
 
 
-def _width_one_convs(chain: bool) -> onnx.ModelProto:
+def _width_one_convs(after: str) -> onnx.ModelProto:
+    """Transpose -> a 3 x 1 Conv over width 1 -> `after`: Flatten (only reshaped: rewritten),
+    Relu (an activation that fuses into it) or Conv (a chain)."""
     rng = np.random.default_rng(5)
     w1 = rng.standard_normal((6, 4, 3, 1)).astype(np.float32)
     w2 = rng.standard_normal((6, 6, 3, 1)).astype(np.float32)
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1, 3], name="t"),
              helper.make_node("Conv", ["xt", "w1", "b1"], ["c1"], kernel_shape=[3, 1],
-                              pads=[1, 0, 1, 0], name="conv1"),
-             helper.make_node("Relu", ["c1"], ["r1"], name="relu1")]
-    if chain:
-        nodes.append(helper.make_node("Conv", ["r1", "w2"], ["y"], kernel_shape=[3, 1],
-                                      strides=[2, 1], name="conv2"))
+                              pads=[1, 0, 1, 0], name="conv1")]
+    out = [1, 60]
+    if after == "Flatten":
+        nodes += [helper.make_node("Flatten", ["c1"], ["f"], name="flat"),
+                  helper.make_node("Relu", ["f"], ["y"], name="relu")]
+    elif after == "Relu":
+        nodes += [helper.make_node("Relu", ["c1"], ["r"], name="relu"),
+                  helper.make_node("Flatten", ["r"], ["y"], name="flat")]
     else:
-        nodes.append(helper.make_node("Flatten", ["r1"], ["y"], name="flat"))
-    out = [1, 6, 4, 1] if chain else [1, 60]
+        nodes.append(helper.make_node("Conv", ["c1", "w2"], ["y"], kernel_shape=[3, 1],
+                                      strides=[2, 1], name="conv2"))
+        out = [1, 6, 4, 1]
     return make_model(nodes, [helper.make_tensor_value_info("x", F32, [1, 10, 4, 1])],
                       [helper.make_tensor_value_info("y", F32, out)],
                       {"w1": w1, "b1": rng.standard_normal(6).astype(np.float32), "w2": w2})
 
 
 def test_a_width_one_conv_is_imported_as_a_1d_conv_with_the_same_values(tmp_path: Path) -> None:
-    model = _width_one_convs(chain=False)
+    model = _width_one_convs("Flatten")
     result = import_model(save(model, tmp_path), {})
     graph = result.graph
     assert [(n.name, n.op) for n in graph.nodes] == [
         ("t", "Transpose"), ("conv1/to_1d", "Reshape"), ("conv1", "Conv"),
-        ("conv1/to_2d", "Reshape"), ("relu1", "Relu"), ("flat", "Flatten")]
+        ("conv1/to_2d", "Reshape"), ("flat", "Flatten"), ("relu", "Relu")]
     conv = graph.nodes[2]
     assert graph.type_of(conv.inputs[0]).shape == (1, 4, 10)
     assert graph.type_of(conv.inputs[1]).shape == (6, 4, 3)
@@ -362,21 +368,27 @@ def test_a_width_one_conv_is_imported_as_a_1d_conv_with_the_same_values(tmp_path
     _check_numerics(model, result)
 
 
-def test_width_one_convs_in_a_chain_keep_their_form(tmp_path: Path) -> None:
-    """Reshapes between two Convs would split the chain a backend runs in its layout."""
-    model = _width_one_convs(chain=True)
+@pytest.mark.parametrize("after", ["Relu", "Conv"])
+def test_a_width_one_conv_that_fuses_or_chains_keeps_its_form(tmp_path: Path,
+                                                              after: str) -> None:
+    """A Reshape after it would stop the activation fusing into it, or split the chain a
+    backend runs in its own layout."""
+    model = _width_one_convs(after)
     result = import_model(save(model, tmp_path), {})
-    assert [n.op for n in result.graph.nodes] == ["Transpose", "Conv", "Relu", "Conv"]
+    assert "Reshape" not in [n.op for n in result.graph.nodes]
     _check_numerics(model, result)
 
 
 def test_two_width_one_convs_of_one_input_each_get_their_own_reshapes(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
-    nodes = [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], kernel_shape=[3, 1],
-                              name=f"conv{i}") for i in (1, 2)]
-    nodes.append(helper.make_node("Add", ["c1", "c2"], ["y"], name="add"))
+    nodes = []
+    for i in (1, 2):
+        nodes += [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], kernel_shape=[3, 1],
+                                   name=f"conv{i}"),
+                  helper.make_node("Flatten", [f"c{i}"], [f"f{i}"], name=f"flat{i}")]
+    nodes.append(helper.make_node("Add", ["f1", "f2"], ["y"], name="add"))
     model = make_model(nodes, [helper.make_tensor_value_info("x", F32, [1, 4, 9, 1])],
-                       [helper.make_tensor_value_info("y", F32, [1, 2, 7, 1])],
+                       [helper.make_tensor_value_info("y", F32, [1, 14])],
                        {f"w{i}": rng.standard_normal((2, 4, 3, 1)).astype(np.float32)
                         for i in (1, 2)})
     result = import_model(save(model, tmp_path), {})
