@@ -73,11 +73,14 @@ def test_a_killed_holder_frees_its_slot(tmp_path: Path) -> None:
 
 
 def _launcher(folder: Path) -> Path:
-    """A compiler launcher that logs when each compile starts and ends."""
+    """A compiler launcher that logs when each compile starts and ends. The cache's key
+    probes every tool of a command once with `--version` (buildgen.cache.tools), outside
+    any slot: that is no compile, and is not logged."""
     script = folder / "log-launcher"
     log = folder / "compiles.log"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
+        if [ "$1" = --version ]; then echo "log-launcher 1"; exit 0; fi
         echo "start $(date +%s.%N)" >> {log}
         "$@"
         status=$?
