@@ -26,7 +26,7 @@ from buildgen.codegen.placement import CUDA, Placement, plan_placement
 from buildgen.codegen.weights_asm import generate_weights_asm, weights_symbol
 from buildgen.ir import Graph, Value
 from buildgen.partition.model import Partition
-from buildgen.targets import ResolvedTarget, get_kind
+from buildgen.targets import get_kind
 from buildgen.targets.kinds import HOST_DEVICE
 
 ERROR_BYTES = 512
@@ -39,11 +39,6 @@ class ExecutorSources:
     weights_asm: str
     boundary_bytes: int  # host arena bytes for tensors passed between regions
     device_boundary_bytes: int = 0  # device arena bytes for them
-
-
-def timed(target: ResolvedTarget) -> bool:
-    """Whether the target's executor times its regions (the host's `profile`)."""
-    return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
 
 
 def boundary_bytes(graph: Graph, partition: Partition) -> int:

@@ -17,7 +17,12 @@ header, with <MODEL>_PROFILE_REGIONS giving their count at compile time):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from buildgen.partition.model import Partition
+
+if TYPE_CHECKING:
+    from buildgen.targets import ResolvedTarget
 
 # Seconds from a CLOCK_MONOTONIC reading: model.c defines _POSIX_C_SOURCE for clock_gettime.
 _CLOCK = """\
@@ -27,6 +32,11 @@ static uint64_t profile_now(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 """
+
+
+def timed(target: ResolvedTarget) -> bool:
+    """Whether the target's executor times its regions (the host's `profile`)."""
+    return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
 
 
 def struct_fields(partition: Partition) -> list[str]:

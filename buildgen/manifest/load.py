@@ -24,6 +24,7 @@ _PLAIN_SCALAR_TAGS = frozenset(_YAML + t for t in ("str", "int", "float", "bool"
 # An unquoted date would otherwise become a datetime, which no schema accepts; its text
 # is what the user meant.
 _TIMESTAMP_TAG = _YAML + "timestamp"
+_STR_TAG = _YAML + "str"
 _MERGE_TAG = _YAML + "merge"
 _MAP_TAG = _YAML + "map"
 _SEQ_TAG = _YAML + "seq"
@@ -172,6 +173,8 @@ class _Converter:
             self._active.discard(id(node))
 
     def _scalar(self, node: yaml.ScalarNode, path: NodePath) -> object:
+        if node.tag == _STR_TAG:  # what SafeConstructor returns for one, without its calls
+            return node.value
         if node.tag in _PLAIN_SCALAR_TAGS and self._loader is not None:
             return self._loader.construct_object(node)
         if node.tag == _TIMESTAMP_TAG:

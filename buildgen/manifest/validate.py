@@ -12,6 +12,7 @@ import difflib
 import json
 from collections.abc import Iterable
 from functools import cache
+from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
@@ -25,7 +26,47 @@ SCHEMA_FILE = "manifest.schema.json"
 @cache
 def manifest_validator() -> Draft202012Validator:
     schema = json.loads((schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
-    return Draft202012Validator(schema)
+    return Draft202012Validator(inline_references(schema))
+
+
+def inline_references(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with each `$ref` to a non-recursive `$defs` entry replaced by the entry.
+
+    jsonschema resolves a `$ref` on every visit (tens of µs through `referencing`), and a
+    manifest visits `#/$defs/model` once per model. Validation is the same: a `$ref`'s
+    siblings (a description) are kept beside the entry's keywords. A recursive entry
+    (a composite's accelerators are targets) stays a reference."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    inlined: dict[str, Any] = {}
+    while True:  # a fixpoint: an entry is inlined once every entry it names is
+        ready = {f"#/$defs/{name}": body for name, body in defs.items()
+                 if f"#/$defs/{name}" not in inlined and not _references(body, inlined)}
+        if not ready:
+            break
+        inlined.update({ref: _inline(body, inlined) for ref, body in ready.items()})
+    return _inline(schema, inlined)
+
+
+def _references(node: object, known: dict[str, Any]) -> bool:
+    """Whether `node` holds a `$ref` not in `known`."""
+    if isinstance(node, dict):
+        if "$ref" in node and node["$ref"] not in known:
+            return True
+        return any(_references(v, known) for v in node.values())
+    if isinstance(node, list):
+        return any(_references(v, known) for v in node)
+    return False
+
+
+def _inline(node: Any, inlined: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if node.get("$ref") in inlined:
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            return {**siblings, **inlined[node["$ref"]]}
+        return {k: _inline(v, inlined) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, inlined) for v in node]
+    return node
 
 
 def schema_diagnostics(data: object, source_map: SourceMap) -> list[Diagnostic]:

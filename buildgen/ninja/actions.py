@@ -14,8 +14,8 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
-from buildgen.codegen.executor import timed
 from buildgen.codegen.isa import isa_arguments, isa_plan
+from buildgen.codegen.profile import timed
 from buildgen.errors import BuildgenError
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules

@@ -10,8 +10,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import buildgen
@@ -44,10 +45,7 @@ class GenContext:
     def path(self, path: Path) -> str:
         """How build.ninja names `path`: relative to the build dir when both lie under the
         manifest's folder (so the file does not embed the checkout's location), else absolute."""
-        path = Path(os.path.normpath(path))
-        if _is_under(path, self.root) and _is_under(self.build_dir, self.root):
-            return Path(os.path.relpath(path, self.build_dir)).as_posix()
-        return path.as_posix()
+        return _ninja_path(path, self.root, self.build_dir)
 
     def through_worker(self, mode: str) -> tuple[str, ...]:
         """The start of a command that a worker runs (client.MODES: exec, stage)."""
@@ -60,8 +58,18 @@ class GenContext:
         return dict(self.pool_depths).get(pool, DEFAULT_POOL_DEPTH)
 
 
-def _is_under(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+# Strings, not Paths, and memoized: gen names every model's files through here (thousands
+# of calls for a large manifest, most of them the same few folders).
+@lru_cache(maxsize=65536)
+def _ninja_path(path: Path, root: Path, build_dir: Path) -> str:
+    normal = os.path.normpath(path)
+    if _is_under(normal, str(root)) and _is_under(str(build_dir), str(root)):
+        return Path(os.path.relpath(normal, build_dir)).as_posix()
+    return Path(normal).as_posix()
+
+
+def _is_under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def current_context(
@@ -76,12 +84,25 @@ def current_context(
         include_dir=include_dir(),
         generator_inputs=generator_inputs(),
         pool_depths=pool_depths,
-        worker=_worker_identity(python_command()),
+        worker=_worker_identity(),
         worker_client=str(Path(client.__file__).resolve()),
     )
 
 
-def _worker_identity(python: tuple[str, ...]) -> str:
+def start_probing() -> None:
+    """Work out the installation's part of the context on a thread, while gen reads the
+    manifest: its probe is a child interpreter (tens of ms, on another core) and the
+    worker's identity hashes buildgen's files (I/O and hashlib, outside the GIL)."""
+    threading.Thread(target=_worker_identity, name="buildgen-probe", daemon=True).start()
+
+
+def _worker_identity() -> str:
+    with _PROBING:
+        return _worker_identity_of(_python_command())
+
+
+@cache
+def _worker_identity_of(python: tuple[str, ...]) -> str:
     """For actions started by `python`: `env PYTHONPATH=... interpreter` sets their
     PYTHONPATH, a bare interpreter passes on the one ninja (and gen) runs with."""
     pythonpath = os.environ.get("PYTHONPATH", "")
@@ -109,8 +130,18 @@ def generator_inputs() -> tuple[Path, ...]:
     return tuple(sorted(found))
 
 
-@cache
+# Held while the installation is probed: the probing thread and gen's own calls find the
+# answers once.
+_PROBING = threading.Lock()
+
+
 def python_command() -> tuple[str, ...]:
+    with _PROBING:
+        return _python_command()
+
+
+@cache
+def _python_command() -> tuple[str, ...]:
     """The interpreter running gen (by its canonical name), plus PYTHONPATH when buildgen
     is used from a checkout that is not installed: actions run in the build dir, where
     `import buildgen` would otherwise fail. An installed buildgen (editable or not) needs

@@ -20,7 +20,7 @@ from buildgen.manifest import Manifest, load_manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.build_dir import checked_build_dir
-from buildgen.ninja.context import current_context
+from buildgen.ninja.context import current_context, start_probing
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
@@ -43,6 +43,7 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     build.ninja is written last, so an interrupted gen never leaves a build.ninja that
     names option files which do not exist yet.
     """
+    start_probing()
     try:
         manifest = load_manifest(manifest_path, is_known_target)
     except BuildgenError as exc:

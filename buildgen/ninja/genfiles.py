@@ -19,18 +19,24 @@ def gen_files(
     models: Sequence[ModelSpec], targets: Mapping[str, ResolvedTarget]
 ) -> dict[str, str]:
     """Path (relative to the build dir) -> text, for every model and target."""
+    texts = {name: _target_texts(target) for name, target in targets.items()}
     out: dict[str, str] = {}
     for model in models:
         for name in model.targets:
-            target = targets[name]
             files = TargetFiles(model.name, name)
-            out[files.target_file] = target.canonical_json()
-            out[files.codegen_target_file] = codegen_view(target).canonical_json()
-            for backend in target.backends:
-                out[files.options(backend)] = dump_options(
-                    backend, target.codegen_options(backend)
-                )
+            whole, view, options = texts[name]
+            out[files.target_file] = whole
+            out[files.codegen_target_file] = view
+            for backend, text in options:
+                out[files.options(backend)] = text
     return dict(sorted(out.items()))
+
+
+def _target_texts(target: ResolvedTarget) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """A target's files, the same for every model that names it: formatted once."""
+    options = tuple((backend, dump_options(backend, target.codegen_options(backend)))
+                    for backend in target.backends)
+    return target.canonical_json(), codegen_view(target).canonical_json(), options
 
 
 def codegen_view(target: ResolvedTarget) -> ResolvedTarget:

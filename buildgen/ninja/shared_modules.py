@@ -31,6 +31,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from buildgen.manifest import ModelSpec
@@ -76,7 +77,7 @@ class _Group:
                 for obj, toolchain in compile_units(
                     f"{self.folder}/{source.stem}.o", self.toolchain)]
 
-    @property
+    @cached_property  # every user's static library lists them
     def objects(self) -> tuple[str, ...]:
         if self.spec.fixed:
             return tuple(obj for _, obj, _ in self.fixed_units())

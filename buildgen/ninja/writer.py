@@ -17,8 +17,10 @@ and are emitted verbatim.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from buildgen.errors import BuildgenError, Diagnostic
 
@@ -36,8 +38,14 @@ def _check_text(text: str, what: str) -> None:
         )
 
 
+# Nearly every path holds none of these: such a path is written as it is, at once.
+_PATH_SPECIAL = re.compile(r"[$ :|\n\r]")
+
+
 def escape_path(path: str) -> str:
     """Escape a path for a build or default line; reject what ninja cannot represent."""
+    if path and _PATH_SPECIAL.search(path) is None:
+        return path
     _check_text(path, "path")
     if "|" in path:
         raise BuildgenError(
@@ -64,8 +72,12 @@ def quote_args(args: Sequence[str]) -> str:
     return escape_value(" ".join(shlex.quote(a) for a in args))
 
 
+# Flags and commands repeat across every model of a manifest: each tuple is formatted once.
+_quote_args_once = lru_cache(maxsize=4096)(quote_args)
+
+
 def format_value(value: Value) -> str:
-    return quote_args(value) if isinstance(value, tuple) else escape_value(value)
+    return _quote_args_once(value) if isinstance(value, tuple) else escape_value(value)
 
 
 class NinjaWriter:

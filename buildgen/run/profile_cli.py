@@ -46,7 +46,7 @@ class RegionTime:
 
 
 def run(args: argparse.Namespace) -> int:
-    from buildgen.codegen.executor import timed
+    from buildgen.codegen.profile import timed
     from buildgen.partition.serialize import load_partition
     from buildgen.run.cli import prepare
 

@@ -156,8 +156,9 @@ def build_library(
     A kind's shared kernels (the c host's) that the modules call are compiled under
     `kernels_dir` (default: the library's obj/), once: later calls given the same folder
     link the objects there, as the build links _shared/'s. Processes may share the folder."""
-    from buildgen.codegen.executor import generate_executor, timed
+    from buildgen.codegen.executor import generate_executor
     from buildgen.codegen.isa import isa_plan
+    from buildgen.codegen.profile import timed
     from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
     from buildgen.ninja.shared_modules import fixed_kernels
     from buildgen.resources import include_dir

@@ -75,8 +75,9 @@ def meta_schema(name: str) -> dict[str, Any]:
     return schema
 
 
-def read_yaml_document(path: Path, schema: dict[str, Any]) -> YamlDocument:
-    """Parse `path` and check it against `schema`; every problem is raised at its position."""
+def read_yaml_document(path: Path, schema: dict[str, Any] | None) -> YamlDocument:
+    """Parse `path` and check it against `schema` (None: buildgen's own files, which the
+    tests check); every problem is raised at its position."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -84,7 +85,8 @@ def read_yaml_document(path: Path, schema: dict[str, Any]) -> YamlDocument:
     loaded = parse_yaml(text, str(path))
     document = YamlDocument(loaded.data, loaded.source_map)
     problems = list(loaded.diagnostics)
-    for err in jsonschema.Draft202012Validator(schema).iter_errors(loaded.data):
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(loaded.data) if schema else ()
+    for err in errors:
         where = tuple(err.absolute_path)
         if err.validator == "additionalProperties" and err.validator_value is False:
             # At each unknown key, with the likely spelling, rather than at the mapping.
@@ -102,7 +104,7 @@ def read_yaml_document(path: Path, schema: dict[str, Any]) -> YamlDocument:
     return document
 
 
-def load_checked_yaml(path: Path, schema: dict[str, Any]) -> dict[str, Any]:
+def load_checked_yaml(path: Path, schema: dict[str, Any] | None) -> dict[str, Any]:
     data = read_yaml_document(path, schema).data
     assert isinstance(data, dict)  # both meta-schemas require an object
     return data

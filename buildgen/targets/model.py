@@ -191,16 +191,19 @@ class ResolvedTarget:
 
         if _TOOLCHAINS is None:
             return toolchain_for(self, kind)
-        key = (self, kind)
-        if key not in _TOOLCHAINS:
-            _TOOLCHAINS[key] = toolchain_for(self, kind)
-        return _TOOLCHAINS[key]
+        # By identity: hashing a target walks all its attributes, on every call. The entry
+        # holds the target, so its id is not reused while the memo lives.
+        key = (id(self), kind)
+        entry = _TOOLCHAINS.get(key)
+        if entry is None:
+            entry = _TOOLCHAINS[key] = (self, toolchain_for(self, kind))
+        return entry[1]
 
 
 # Within memoized_toolchains(): gen asks once per action (thousands for a large manifest)
 # for a handful of targets, and nothing a toolchain depends on (installed libraries, PATH)
 # changes during one gen. Outside it every call looks again.
-_TOOLCHAINS: dict[tuple[ResolvedTarget, str], Toolchain] | None = None
+_TOOLCHAINS: dict[tuple[int, str], tuple[ResolvedTarget, Toolchain]] | None = None
 
 
 @contextlib.contextmanager

@@ -203,3 +203,10 @@ def test_a_missing_schema_is_named(tmp_path):
     rules_file, _ = _write(tmp_path)
     with pytest.raises(BuildgenError, match="has no attribute schema at .*nope.schema.json"):
         load_kind(rules_file, tmp_path / "nope.schema.json")
+
+
+def test_a_schema_that_is_not_json_schema_is_reported(tmp_path):
+    schema = _schema(level={"type": "integr", "default": 2, "x-affects": "compile",
+                            "description": "d"})
+    with pytest.raises(BuildgenError, match="not a valid JSON Schema"):
+        load_kind(*_write(tmp_path, schema=schema))
