@@ -73,36 +73,59 @@ def _is_under(path: str, folder: str) -> bool:
 
 
 def current_context(
-    manifest: Path, root: Path, build_dir: Path, pool_depths: tuple[tuple[str, int], ...] = ()
+    manifest: Path, root: Path, build_dir: Path, pool_depths: tuple[tuple[str, int], ...] = (),
+    probe: InstallationProbe | None = None,
 ) -> GenContext:
+    """`probe`: the installation's part, started earlier by the caller (start_probing)."""
+    python, worker = (probe or InstallationProbe(background=False)).result()
     return GenContext(
         manifest=Path(os.path.abspath(manifest)),
         root=Path(os.path.abspath(root)),
         build_dir=Path(os.path.abspath(build_dir)),
-        python=python_command(),
+        python=python,
         version=buildgen.__version__,
         include_dir=include_dir(),
         generator_inputs=generator_inputs(),
         pool_depths=pool_depths,
-        worker=_worker_identity(),
+        worker=worker,
         worker_client=str(Path(client.__file__).resolve()),
     )
 
 
-def start_probing() -> None:
-    """Work out the installation's part of the context on a thread, while gen reads the
-    manifest: its probe is a child interpreter (tens of ms, on another core) and the
-    worker's identity hashes buildgen's files (I/O and hashlib, outside the GIL)."""
-    threading.Thread(target=_worker_identity, name="buildgen-probe", daemon=True).start()
+class InstallationProbe:
+    """The interpreter command and the worker identity of this gen, worked out on a thread
+    while gen reads the manifest: the probe is a child interpreter (tens of ms, on another
+    core) and the identity hashes buildgen's files (I/O and hashlib, outside the GIL).
+
+    Per gen, never kept: the identity depends on the environment (PYTHONPATH) and on
+    buildgen's files as they are now."""
+
+    def __init__(self, background: bool = True):
+        self._answer: tuple[tuple[str, ...], str] | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._work, name="buildgen-probe",
+                                            daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        python = python_command()
+        self._answer = (python, _worker_identity(python))
+
+    def result(self) -> tuple[tuple[str, ...], str]:
+        if self._thread is not None:
+            self._thread.join()
+        if self._answer is None:  # not started, or the thread failed: here, for its error
+            self._work()
+        assert self._answer is not None
+        return self._answer
 
 
-def _worker_identity() -> str:
-    with _PROBING:
-        return _worker_identity_of(_python_command())
+def start_probing() -> InstallationProbe:
+    return InstallationProbe()
 
 
-@cache
-def _worker_identity_of(python: tuple[str, ...]) -> str:
+def _worker_identity(python: tuple[str, ...]) -> str:
     """For actions started by `python`: `env PYTHONPATH=... interpreter` sets their
     PYTHONPATH, a bare interpreter passes on the one ninja (and gen) runs with."""
     pythonpath = os.environ.get("PYTHONPATH", "")
@@ -130,8 +153,8 @@ def generator_inputs() -> tuple[Path, ...]:
     return tuple(sorted(found))
 
 
-# Held while the installation is probed: the probing thread and gen's own calls find the
-# answers once.
+# Held while the interpreter is probed: a probing thread and gen's own calls find the
+# answer once per process.
 _PROBING = threading.Lock()
 
 

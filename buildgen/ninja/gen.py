@@ -43,7 +43,7 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     build.ninja is written last, so an interrupted gen never leaves a build.ninja that
     names option files which do not exist yet.
     """
-    start_probing()
+    probe = start_probing()
     try:
         manifest = load_manifest(manifest_path, is_known_target)
     except BuildgenError as exc:
@@ -58,7 +58,8 @@ def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
     targets = resolve_targets(manifest)
     out_dir = checked_build_dir(Path(os.path.abspath(build_dir or manifest.build_dir)),
                                 manifest.root)
-    ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()))
+    ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()),
+                          probe)
     files = gen_files(manifest.models, targets)
     # The cache's settings go to a file the actions read, never into build.ninja.
     files[SETTINGS_FILE] = settings_file_text(manifest.cache, manifest.remote)
