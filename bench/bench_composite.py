@@ -33,7 +33,9 @@ from corpus_build import build_all, check, library, ort_session, write_manifest 
 from corpus_models import BY_NAME, CI, CorpusModel, feeds, model_path  # noqa: E402
 
 ROUNDS = 15  # interleaved rounds per model and thread count
-BUDGET_S = 6.0  # per model and thread count, all three together, after the warm-up
+BLOCK = 4  # timed calls of each runner per round, after one untimed
+SETTLE_S = 0.05  # before each block: longer than onnxruntime's threads spin (measured)
+BUDGET_S = 8.0  # per model and thread count, all three together, after the warm-up
 
 
 def composite(threads: int) -> dict[str, object]:
@@ -57,7 +59,16 @@ def openvino_runner(path: Path, inputs: dict[str, np.ndarray], threads: int
 
 
 def interleaved(runners: list[Callable[[], object] | None]) -> list[float | None]:
-    """Median seconds per call of each runner, measured a round of each at a time."""
+    """Median seconds per call of each runner, measured a block of calls of each at a time.
+
+    Rounds alternate the runners so that drift on a shared machine hits all of them. Before
+    its block a runner waits SETTLE_S and makes one untimed call: the previous runner's
+    worker threads may still be spinning. onnxruntime's intra-op pool spins for tens of ms
+    after a run (session.intra_op.allow_spinning, on by default, as a user runs it), and
+    timing a 2-thread run right after one measured it against a busy core: stop 32 found
+    magika at 2 threads taking 14 ms that way, 6.8 ms with the pause (onnxruntime's own
+    time changed by 3%); a process that runs one runtime never sees the other's threads.
+    """
     live = [r for r in runners if r is not None]
     for run in live:
         run()  # warm-up: first-call allocation, lazy compilation
@@ -67,9 +78,12 @@ def interleaved(runners: list[Callable[[], object] | None]) -> list[float | None
         if count >= 3 and time.perf_counter() > deadline:
             break
         for run, samples in zip(live, times, strict=True):
-            start = time.perf_counter()
+            time.sleep(SETTLE_S)  # the other runner's threads stop spinning
             run()
-            samples.append(time.perf_counter() - start)
+            for _ in range(BLOCK):
+                start = time.perf_counter()
+                run()
+                samples.append(time.perf_counter() - start)
     medians = iter(float(np.median(t)) for t in times)
     return [next(medians) if r is not None else None for r in runners]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.errors import error
-from buildgen.importer.canonical import canonicalize
+from buildgen.importer.activations import hard_activations
+from buildgen.importer.canonical import canonicalize, drop_identities
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.fold import fold
 from buildgen.importer.load import load_onnx
@@ -84,6 +85,7 @@ def import_model(
     kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
 
     outputs = [o.name for o in onnx_graph.output]
+    kept = hard_activations(drop_identities(kept, outputs), constants, outputs)
     _check_outputs(
         outputs, {*runtime_inputs, *constants, *(t for n in kept for t in n.output)}, path
     )

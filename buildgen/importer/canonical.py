@@ -17,11 +17,15 @@
   with no Conv within two nodes before it, is rewritten: a Reshape would stop an
   activation, a BatchNormalization or a residual Add from fusing into it, and split a
   chain of Convs that a backend runs in its own layout.
+* An Identity is dropped, its readers reading its input (drop_identities, after folding):
+  Paddle's exporter writes one after most ops (147 in PP-OCRv6's detector), and each ended
+  a chain a backend fuses (a Conv and its bias Add, then the activation). One whose output
+  is a graph output stays: the output keeps its name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +47,34 @@ def canonicalize(
         elif node.op_type == "PRelu" and opset < 7 and len(node.input) == 2:
             _per_channel_slope(node, constants, inferred)
     _one_d_convs(nodes, constants, inferred)
+
+
+def drop_identities(nodes: Sequence[onnx.NodeProto],
+                    outputs: Sequence[str]) -> list[onnx.NodeProto]:
+    """`nodes` without their Identity nodes (but those writing a graph output)."""
+    source: dict[str, str] = {}  # an Identity's output -> the value it copies
+    kept: list[onnx.NodeProto] = []
+    # Names a subgraph (If, Loop, Scan) reads from the outer scope are not renamed there.
+    stays = {*outputs, *_subgraph_reads(nodes)}
+    for node in nodes:
+        node.input[:] = [source.get(name, name) for name in node.input]
+        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") \
+                and node.output[0] not in stays:
+            source[node.output[0]] = node.input[0]
+            continue
+        kept.append(node)
+    return kept
+
+
+def _subgraph_reads(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    names: set[str] = set()
+    for node in nodes:
+        for attr in node.attribute:
+            for graph in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                for inner in graph.node:
+                    names.update(inner.input)
+                names.update(_subgraph_reads(graph.node))
+    return names
 
 
 def _one_d_convs(nodes: list[onnx.NodeProto], constants: MutableMapping[str, np.ndarray],

@@ -394,3 +394,19 @@ def test_two_width_one_convs_of_one_input_each_get_their_own_reshapes(tmp_path: 
     result = import_model(save(model, tmp_path), {})
     assert [n.op for n in result.graph.nodes].count("Reshape") == 4
     _check_numerics(model, result)
+
+
+def test_identities_are_dropped_but_a_graph_outputs(tmp_path: Path) -> None:
+    """Readers of an Identity read its input; one writing a graph output keeps its name."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Identity", ["c"], ["i1"], name="id1"),
+             helper.make_node("Identity", ["i1"], ["i2"], name="id2"),
+             helper.make_node("Relu", ["i2"], ["r"], name="relu"),
+             helper.make_node("Identity", ["r"], ["y"], name="id_out")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F32, [1, 2, 3, 3])],
+                       [helper.make_tensor_value_info("y", F32, [1, 4, 3, 3])],
+                       {"w": np.ones((4, 2, 1, 1), np.float32)})
+    result = import_model(save(model, tmp_path), {})
+    assert [(n.name, n.op, n.inputs[0]) for n in result.graph.nodes] == [
+        ("conv", "Conv", "x"), ("relu", "Relu", "c"), ("id_out", "Identity", "r")]
+    _check_numerics(model, result)

@@ -130,7 +130,23 @@ CONV_TRANSPOSE = [
     ),
 ]
 
-CASES = POOL_3D + CONV_TRANSPOSE
+# Four or more input channels per group: the GEMM and col2im form (conv_transpose.py).
+CONV_TRANSPOSE_GEMM = [
+    _convt("convt_gemm_1d", (2, 5, 9), (5, 3, 4), True, strides=[3], pads=[2, 1],
+           output_padding=[2]),
+    # the upsampling of PP-OCR's detector: 2 x 2 kernel, stride 2, taps never overlap
+    _convt("convt_gemm_2x2_s2", (1, 8, 6, 7), (8, 8, 2, 2), True, strides=[2, 2]),
+    _convt("convt_gemm_2d_overlap_pads_dil", (1, 6, 5, 6), (6, 4, 3, 3), False,
+           strides=[2, 1], pads=[1, 2, 0, 1], dilations=[2, 1], output_padding=[1, 0]),
+    _convt("convt_gemm_2d_groups_same", (2, 8, 4, 5), (8, 3, 3, 3), True, group=2,
+           strides=[2, 2], auto_pad="SAME_LOWER"),
+    _convt("convt_gemm_3d_output_shape", (1, 4, 3, 3, 2), (4, 2, 2, 3, 2), True,
+           strides=[2, 2, 2], output_shape=[7, 6, 5]),
+    # pads larger than a tap's reach: some taps land outside for every input
+    _convt("convt_gemm_2d_big_pads", (1, 4, 4, 4), (4, 2, 3, 3), False, pads=[3, 3, 2, 2]),
+]
+
+CASES = POOL_3D + CONV_TRANSPOSE + CONV_TRANSPOSE_GEMM
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +164,12 @@ def test_3d_pools_call_the_two_pass_kernels(results: CaseResults) -> None:
     text = results.source
     assert "bg_maxpool3d(p, X, Y, ws);" in text and "bg_avgpool3d(p, X, Y, ws);" in text
     assert "bg_pool3d_workspace_bytes(&" in text  # create() checks the plan
+
+
+def test_conv_transpose_with_channels_runs_as_a_gemm(results: CaseResults) -> None:
+    """Four or more input channels per group: bg_sgemm on the instance's pool, then col2im;
+    fewer: the scatter loops (no bg_sgemm call in their kernels)."""
+    text = results.source
+    assert "bg_sgemm(1, 0, 32, 42, 8, 1.0f, W + gi * 256, 32," in text  # convt_gemm_2x2_s2
+    assert "o[(i0 * 2 + shift0) * 14 + (i1 * 2 + shift1)] += c[i0 * 7 + i1];" in text
+    assert text.count("bg_sgemm(1, 0,") == len(CONV_TRANSPOSE_GEMM)
