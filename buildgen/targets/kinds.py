@@ -109,6 +109,10 @@ class ToolchainRule:
     launcher_attr: str | None = None
     isa_variants: IsaVariantsRule | None = None
     cross: CrossRule | None = None
+    # The threading runtime the kind's library uses ("openmp"), and, for a host, the flags
+    # and link flags it adds per runtime another member of its target uses.
+    threads_with: str | None = None
+    thread_runtimes: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,10 @@ def _toolchain(data: dict[str, Any]) -> ToolchainRule:
         launcher_attr=data.get("launcher_attr"),
         isa_variants=_isa_variants(data.get("isa_variants")),
         cross=_cross(data.get("cross")),
+        threads_with=data.get("threads_with"),
+        thread_runtimes=tuple(
+            (name, _templates(spec["flags"]), _templates(spec.get("link_flags", ())))
+            for name, spec in sorted(data.get("thread_runtimes", {}).items())),
     )
 
 

@@ -20,7 +20,7 @@ from buildgen.targets.kinds import template_fields
 from buildgen.targets.registry import get_kind
 
 if TYPE_CHECKING:
-    from buildgen.targets.kinds import IsaVariantsRule
+    from buildgen.targets.kinds import IsaVariantsRule, ToolchainRule
     from buildgen.targets.model import IsaVariant, ResolvedTarget, Toolchain
 
 
@@ -72,6 +72,9 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         cflags += list(attrs.get(rule.extra_flags_attr) or ())
     ldflags = [_format(f, attrs, kind) for f in rule.link_flags]
     ldflags += _optional(rule.optional_link_flags, attrs, kind)
+    runtime_flags, runtime_ldflags = _shared_thread_runtime(target, kind, rule)
+    cflags += runtime_flags
+    ldflags += runtime_ldflags
     if rule.extra_link_flags_attr:
         ldflags += list(attrs.get(rule.extra_link_flags_attr) or ())
     depth = attrs.get(rule.pool_depth_attr) if rule.pool_depth_attr else None
@@ -97,6 +100,18 @@ def toolchain_for(target: ResolvedTarget, kind: str) -> Toolchain:
         pinned_isa=str(attrs.get(pinned) or "") if pinned else "",
         kind=kind,
     )
+
+
+def _shared_thread_runtime(target: ResolvedTarget, kind: str, rule: ToolchainRule
+                           ) -> tuple[list[str], list[str]]:
+    """The flags that make `kind` thread on the runtime another member of the target uses
+    (the c host on OpenMP beside oneDNN): two runtimes each keeping threads busy would put
+    more busy threads than cores on the machine (buildgen/include/bg_threads.h)."""
+    used = {get_kind(m.kind).toolchain.threads_with for m in target.members if m.kind != kind}
+    for runtime, flags, link_flags in rule.thread_runtimes:
+        if runtime in used:
+            return list(flags), list(link_flags)
+    return [], []
 
 
 def _variants(

@@ -27,6 +27,8 @@ from corpus_models import BY_NAME, feeds, manifest_inputs, model_path  # noqa: E
 
 EXAMPLES = yaml.safe_load((REPO / "BUILD.yaml").read_text())["models"]
 OUTSIDE = ("zoo_squeezenet", "captcha_rec", "hf_bert")
+# Also built beside oneDNN, whose libgomp then runs the host's pool (BG_THREADS_OPENMP)
+ON_OPENMP = ("zoo_squeezenet", "captcha_rec")
 RTOL, ATOL = 1e-3, 1e-4
 
 pytestmark = pytest.mark.slow
@@ -47,12 +49,17 @@ def threads_build(tmp_path_factory: pytest.TempPathFactory, buildgen_build) -> P
         for name, (source, inputs) in _models().items()
     }
     entries["mlp"]["targets"] = ["three", "every"]
+    for name in ON_OPENMP:
+        entries[name]["targets"] = ["three", "with_onednn"]
     manifest = folder / "BUILD.yaml"
     manifest.write_text(yaml.safe_dump({
         "buildgen": 1,
         "targets": {
             "three": {"kind": "c", "march": "native", "threads": 3},
             "every": {"kind": "c", "march": "native", "threads": 0},
+            "with_onednn": {"kind": "composite",
+                            "host": {"kind": "c", "march": "native", "threads": 3},
+                            "accelerators": [{"kind": "onednn", "threads": 3}]},
         },
         "models": entries,
     }))
@@ -81,10 +88,11 @@ def _threads_once_settled(expected: int) -> int:
     return count
 
 
-@pytest.mark.parametrize("name", sorted(_models()))
+@pytest.mark.parametrize(("name", "target"), [*((n, "three") for n in sorted(_models())),
+                                             *((n, "with_onednn") for n in ON_OPENMP)])
 def test_three_threads_give_the_bits_of_one(threads_build: Path, monkeypatch: pytest.MonkeyPatch,
-                                            name: str, onnxruntime_outputs) -> None:
-    library = threads_build / name / "three" / f"lib{name}.so"
+                                            name: str, target: str, onnxruntime_outputs) -> None:
+    library = threads_build / name / target / f"lib{name}.so"
     monkeypatch.delenv("BUILDGEN_NUM_THREADS", raising=False)
     three = runtime.load(library)
     monkeypatch.setenv("BUILDGEN_NUM_THREADS", "1")
@@ -161,3 +169,30 @@ def test_two_instances_run_at_once(threads_build: Path, monkeypatch: pytest.Monk
         for got in results[index]:
             for out, value in got.items():
                 assert value.tobytes() == expected[index][out].tobytes(), out
+
+
+def test_beside_onednn_the_pool_runs_on_openmp(threads_build: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's modules are built for OpenMP beside oneDNN (libgomp) and start no threads of
+    their own; alone, they keep their pthreads pool."""
+    flags = _compile_flags(threads_build / "build.ninja")
+    for obj in ("captcha_rec/with_onednn/obj/model.o", "captcha_rec/with_onednn/obj/c.o"):
+        assert {"-fopenmp", "-DBG_THREADS_OPENMP"} <= set(flags.get(obj, "").split()), obj
+    assert "-fopenmp" not in flags["captcha_rec/three/obj/model.o"]
+    monkeypatch.delenv("BUILDGEN_NUM_THREADS", raising=False)
+    before = _threads_of_this_process()
+    compiled = runtime.load(threads_build / "captcha_rec" / "with_onednn" / "libcaptcha_rec.so")
+    assert _threads_of_this_process() == before  # libgomp starts its team at the first run
+    compiled.close()
+
+
+def _compile_flags(build_ninja: Path) -> dict[str, str]:
+    """Each compile's output -> its `cflags` line, from build.ninja."""
+    flags: dict[str, str] = {}
+    output = ""
+    for line in build_ninja.read_text().splitlines():
+        if line.startswith("build "):
+            output = line[len("build "):].split(":", 1)[0].split(" ")[0]
+        elif line.startswith("  cflags = ") and output:
+            flags[output] = line[len("  cflags = "):]
+    return flags

@@ -164,3 +164,17 @@ def test_toolchains_come_from_the_rules_and_the_resolved_attributes(tmp_path):
     assert "-DNDEBUG" in tc.cflags and tc.cflags[-3:] == (
         f"-Xcompiler=-idirafter,{a}", f"-Xcompiler=-idirafter,{b}", "-G")
     assert gpu.toolchain("cuda").pool_depth == 1
+
+
+@pytest.mark.parametrize(("accelerators", "openmp"), [
+    (["onednn"], True), (["openblas", "onednn"], True), (["openblas"], False), ([], False)])
+def test_the_host_threads_on_openmp_beside_an_openmp_library(accelerators, openmp):
+    """oneDNN's rules say its library threads with OpenMP; the c host's say what it then adds
+    (rules `threads_with`, `thread_runtimes`), so one runtime owns the threads."""
+    target = parse_target({"kind": "composite", "host": {"kind": "c", "threads": 2},
+                           "accelerators": accelerators})
+    host = target.toolchain("c")
+    assert ("-DBG_THREADS_OPENMP" in host.cflags) is openmp
+    assert ("-fopenmp" in host.cflags and "-fopenmp" in host.ldflags) is openmp
+    if accelerators:
+        assert "-fopenmp" not in target.toolchain(accelerators[0]).cflags
