@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from math import prod
 
 from buildgen.backends.c.cwriter import Code, contiguous_strides, linear
@@ -56,69 +57,106 @@ def transpose_geometry(
 GEMM_MIN_CHANNELS = 4
 
 
+@dataclass(frozen=True)
+class _Transpose:
+    """One ConvTranspose's tensors and sizes, as both forms read them."""
+
+    x: str
+    w: str
+    b: str  # "" without a bias
+    y: str
+    g: Spatial
+    batch: int
+    group: int
+    c: int  # input channels
+    oc: int  # output channels
+
+    @property
+    def cg(self) -> int:
+        return self.c // self.group
+
+    @property
+    def mg(self) -> int:
+        return self.oc // self.group
+
+    @property
+    def in_size(self) -> int:
+        return prod(self.g.size)
+
+    @property
+    def out_size(self) -> int:
+        return prod(self.g.out)
+
+    @property
+    def taps(self) -> int:
+        return prod(self.g.kernel)
+
+    def params(self) -> list[Param]:
+        params = [Param("X", self.x, "float"), Param("W", self.w, "float")]
+        if self.b:
+            params.append(Param("B", self.b, "float"))
+        return [*params, Param("Y", self.y, "float", is_output=True)]
+
+    def fill_outputs(self, code: Code) -> None:
+        """Image n's outputs start as the bias (or 0): both forms add into them."""
+        with code.block(f"for (int64_t m = 0; m < {self.oc}; ++m)"):
+            code.line(f"float *y = Y + (n * {self.oc} + m) * {self.out_size};")
+            fill = "B[m]" if self.b else "0.0f"
+            code.line(f"for (int64_t i = 0; i < {self.out_size}; ++i) y[i] = {fill};")
+
+
 def _lower_conv_transpose(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     node = nodes[0]
-    x_shape = ctx.shape(node.inputs[0])
-    if x_shape[1] // int_attr(node, "group", 1) >= GEMM_MIN_CHANNELS:
-        return _lower_gemm_form(ctx, nodes)
-    return _lower_scatter_form(ctx, nodes)
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    x_shape, y_shape = ctx.shape(x), ctx.shape(y)
+    t = _Transpose(x, w, input_at(node, 2), y,
+                   transpose_geometry(node, x_shape, y_shape, ctx.shape(w)[2:]),
+                   x_shape[0], int_attr(node, "group", 1), x_shape[1], y_shape[1])
+    if t.cg >= GEMM_MIN_CHANNELS:
+        return _gemm_form(t, nodes)
+    return _scatter_form(t, nodes)
 
 
-def _lower_gemm_form(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
-    node = nodes[0]
-    x, wt, b, y = node.inputs[0], node.inputs[1], input_at(node, 2), node.outputs[0]
-    x_shape, y_shape, w_shape = ctx.shape(x), ctx.shape(y), ctx.shape(wt)
-    g = transpose_geometry(node, x_shape, y_shape, w_shape[2:])
-    group = int_attr(node, "group", 1)
-    c, oc = x_shape[1], y_shape[1]
-    cg, mg = c // group, oc // group
-    in_size, out_size, taps = prod(g.size), prod(g.out), prod(g.kernel)
-    rows = mg * taps  # the GEMM's M: one row per (output channel, tap)
-    col_bytes = -(-rows * in_size * 4 // 64) * 64  # the GEMM's workspace stays aligned
+def _gemm_form(t: _Transpose, nodes: Sequence[Node]) -> Kernel:
+    rows = t.mg * t.taps  # the GEMM's M: one row per (output channel, tap)
+    col_bytes = -(-rows * t.in_size * 4 // 64) * 64  # the GEMM's workspace stays aligned
     code = Code()
     code.line("float *col = (float *)ws;")
     code.line(f"void *gemm_ws = (char *)ws + {col_bytes};")
-    with code.block(f"for (int64_t n = 0; n < {x_shape[0]}; ++n)"):
-        with code.block(f"for (int64_t m = 0; m < {oc}; ++m)"):
-            code.line(f"float *y = Y + (n * {oc} + m) * {out_size};")
-            fill = "B[m]" if b else "0.0f"
-            code.line(f"for (int64_t i = 0; i < {out_size}; ++i) y[i] = {fill};")
-        with code.block(f"for (int64_t gi = 0; gi < {group}; ++gi)"):
+    with code.block(f"for (int64_t n = 0; n < {t.batch}; ++n)"):
+        t.fill_outputs(code)
+        with code.block(f"for (int64_t gi = 0; gi < {t.group}; ++gi)"):
             code.line(
-                f"bg_sgemm(1, 0, {rows}, {in_size}, {cg}, 1.0f, W + gi * {cg * rows}, {rows}, "
-                f"X + (n * {c} + gi * {cg}) * {in_size}, {in_size}, 0.0f, col, {in_size}, "
-                "NULL, gemm_ws, pool);")
-            code.line(f"float *yg = Y + (n * {oc} + gi * {mg}) * {out_size};")
-            _col2im(code, g, mg, in_size, out_size)
-    params = [Param("X", x, "float"), Param("W", wt, "float")]
-    if b:
-        params.append(Param("B", b, "float"))
-    params += [Param("Y", y, "float", is_output=True), Param("ws", "", "void"), POOL]
+                f"bg_sgemm(1, 0, {rows}, {t.in_size}, {t.cg}, 1.0f, W + gi * {t.cg * rows}, "
+                f"{rows}, X + (n * {t.c} + gi * {t.cg}) * {t.in_size}, {t.in_size}, 0.0f, "
+                f"col, {t.in_size}, NULL, gemm_ws, pool);")
+            code.line(f"float *yg = Y + (n * {t.oc} + gi * {t.mg}) * {t.out_size};")
+            _col2im(code, t)
+    params = [*t.params(), Param("ws", "", "void"), POOL]
     return Kernel(
         kernel_stem(nodes), tuple(nodes), tuple(params), code.lines,
-        workspace=col_bytes + sgemm_workspace_bytes(rows, in_size, cg),
-        workspace_check=f"{col_bytes} + bg_sgemm_workspace_bytes({rows}, {in_size}, {cg})",
+        workspace=col_bytes + sgemm_workspace_bytes(rows, t.in_size, t.cg),
+        workspace_check=f"{col_bytes} + bg_sgemm_workspace_bytes({rows}, {t.in_size}, {t.cg})",
     )
 
 
-def _col2im(code: Code, g: Spatial, mg: int, in_size: int, out_size: int) -> None:
+def _col2im(code: Code, t: _Transpose) -> None:
     """Add col[(m, taps...), inputs...] into yg[m, outputs...]. For each tap, the inputs whose
     output lands inside are a range per dim, computed before the loops over them."""
-    rank = len(g.size)
-    with code.loops((mg, *g.kernel), prefix="j") as (m, *ks):
-        tap = linear([m, *ks], contiguous_strides((mg, *g.kernel)))
-        code.line(f"const float *c = col + ({tap}) * {in_size};")
-        code.line(f"float *o = yg + {m} * {out_size};")
-        for d in range(rank):
+    g = t.g
+    with code.loops((t.mg, *g.kernel), prefix="j") as (m, *ks):
+        tap = linear([m, *ks], contiguous_strides((t.mg, *g.kernel)))
+        code.line(f"const float *c = col + ({tap}) * {t.in_size};")
+        code.line(f"float *o = yg + {m} * {t.out_size};")
+        for d in range(len(g.size)):
             # input i lands at i * stride + shift, inside for 0 <= it < out
-            shift = f"{ks[d]} * {g.dilations[d]} - {g.pads_begin[d]}"
-            code.line(f"const int64_t shift{d} = {shift};")
+            code.line(f"const int64_t shift{d} = {ks[d]} * {g.dilations[d]} - {g.pads_begin[d]};")
             code.line(f"const int64_t lo{d} = shift{d} >= 0 ? 0 : "
                       f"(-shift{d} + {g.strides[d] - 1}) / {g.strides[d]};")
             code.line(f"const int64_t end{d} = {g.out[d]} - 1 - shift{d};")
             code.line(f"int64_t hi{d} = end{d} < 0 ? 0 : end{d} / {g.strides[d]} + 1;")
             code.line(f"if (hi{d} > {g.size[d]}) hi{d} = {g.size[d]};")
-        ins = [f"i{d}" for d in range(rank)]
+        ins = [f"i{d}" for d in range(len(g.size))]
         with ExitStack() as loops:
             for d, i in enumerate(ins):
                 loops.enter_context(code.block(f"for (int64_t {i} = lo{d}; {i} < hi{d}; ++{i})"))
@@ -129,27 +167,17 @@ def _col2im(code: Code, g: Spatial, mg: int, in_size: int, out_size: int) -> Non
             code.line(f"o[{at_out}] += c[{at_in}];")
 
 
-def _lower_scatter_form(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
-    node = nodes[0]
-    x, wt, b, y = node.inputs[0], node.inputs[1], input_at(node, 2), node.outputs[0]
-    x_shape, y_shape, w_shape = ctx.shape(x), ctx.shape(y), ctx.shape(wt)
-    g = transpose_geometry(node, x_shape, y_shape, w_shape[2:])
-    group = int_attr(node, "group", 1)
-    c, oc = x_shape[1], y_shape[1]
-    cg, mg = c // group, oc // group
-    in_size, out_size, taps = prod(g.size), prod(g.out), prod(g.kernel)
+def _scatter_form(t: _Transpose, nodes: Sequence[Node]) -> Kernel:
+    g, cg, mg = t.g, t.cg, t.mg
     code = Code()
-    with code.block(f"for (int64_t n = 0; n < {x_shape[0]}; ++n)"):
-        with code.block(f"for (int64_t m = 0; m < {oc}; ++m)"):
-            code.line(f"float *y = Y + (n * {oc} + m) * {out_size};")
-            fill = "B[m]" if b else "0.0f"
-            code.line(f"for (int64_t i = 0; i < {out_size}; ++i) y[i] = {fill};")
-        with code.loops((group, cg, *g.size), prefix="i") as (gi, ci, *ins):
+    with code.block(f"for (int64_t n = 0; n < {t.batch}; ++n)"):
+        t.fill_outputs(code)
+        with code.loops((t.group, cg, *g.size), prefix="i") as (gi, ci, *ins):
             code.line(f"const int64_t ch = {linear([gi, ci], [cg, 1])};")
             at = linear(ins, contiguous_strides(g.size))
-            code.line(f"const float v = X[(n * {c} + ch) * {in_size} + {at}];")
-            code.line(f"const float *w = W + ch * {mg * taps};")
-            code.line(f"float *y = Y + (n * {oc} + {gi} * {mg}) * {out_size};")
+            code.line(f"const float v = X[(n * {t.c} + ch) * {t.in_size} + {at}];")
+            code.line(f"const float *w = W + ch * {mg * t.taps};")
+            code.line(f"float *y = Y + (n * {t.oc} + {gi} * {mg}) * {t.out_size};")
             with code.loops((mg, *g.kernel), prefix="j") as (m, *ks):
                 outs = [f"o{d}" for d in range(len(ks))]
                 for d, (o, i, k) in enumerate(zip(outs, ins, ks, strict=True)):
@@ -162,11 +190,7 @@ def _lower_scatter_form(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
                 tap = linear([m, *ks], contiguous_strides((mg, *g.kernel)))
                 target = linear([m, *outs], contiguous_strides((mg, *g.out)))
                 code.line(f"y[{target}] += v * w[{tap}];")
-    params = [Param("X", x, "float"), Param("W", wt, "float")]
-    if b:
-        params.append(Param("B", b, "float"))
-    params.append(Param("Y", y, "float", is_output=True))
-    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(params), code.lines)
+    return Kernel(kernel_stem(nodes), tuple(nodes), tuple(t.params()), code.lines)
 
 
 def _check_conv_transpose(node: Node, graph: Graph) -> str | None:
