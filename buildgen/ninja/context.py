@@ -58,8 +58,8 @@ class GenContext:
         return dict(self.pool_depths).get(pool, DEFAULT_POOL_DEPTH)
 
 
-# Strings, not Paths, and memoized: gen names every model's files through here (thousands
-# of calls for a large manifest, most of them the same few folders).
+# Memoized, and compared as strings rather than through Path.parents: gen names every
+# model's files through here (thousands of calls for a large manifest, few distinct folders).
 @lru_cache(maxsize=65536)
 def _ninja_path(path: Path, root: Path, build_dir: Path) -> str:
     normal = os.path.normpath(path)
