@@ -7,6 +7,9 @@
  * through a scratch row), so the workspace is the GEMM's packing space plus that row, and
  * no image-sized copy is written and read back.
  * 1x1 stride-1 unpadded convolutions need no im2col at all: X_g is B as it stands.
+ * Stride-1 convolutions with filters packed ahead of time may skip the packing of B too:
+ * over a padded copy of the image each im2col row is the flat image shifted (the shifted
+ * form, below), so the GEMM reads B in place.
  * Convolutions with one input channel per group (depthwise) use a direct sliding window
  * over a zero-padded copy of each plane instead: as a GEMM they would be a K = KH*KW sliver
  * per group, all packing and no arithmetic.
@@ -100,6 +103,66 @@ static inline int bg__conv_direct_copy(const bg_conv2d_params *p, int64_t *hp, i
     return p->pad_top > 0 || p->pad_left > 0 || *hp > p->H || *wp > p->W;
 }
 
+/* ---- The shifted form: a stride-1 convolution whose GEMM reads B in place ----
+ * Padded to hp x wp and laid out flat, tap (c, kh, kw) of output pixel (oh, ow) is element
+ *     c*hp*wp + kh*dil_h*wp + kw*dil_w + q   at   q = oh*wp + ow,
+ * so each im2col row is the flat padded image shifted, and the GEMM reads it in place
+ * through a table of shifts (bg__bsrc.rows): nothing is packed. Its output has wp columns
+ * per output row, of which the last wp - OW are discarded as it is copied into Y. It runs
+ * in bands of output rows whose product stays in L2 until that copy. It pays when the
+ * packing it saves (about 12 multiply-adds' time per im2col element, measured on 3x3
+ * layers: bench/kernels_conv.py) outweighs the discarded columns and the copy: it does for
+ * 16..64 channels at 16x16..112x112, not for 3 input channels nor at 7x7. Every tile is
+ * computed as the packed form's (same K slices, same micro-kernel): both give the same bits. */
+typedef struct bg__conv_shift {
+    int64_t hp, wp;    /* the padded plane */
+    int64_t band_rows; /* output rows per band */
+    int64_t image;     /* floats of the padded image: its planes, then NR of slack */
+    int64_t product;   /* floats of one band's GEMM output, Mg x its columns */
+} bg__conv_shift;
+
+/* 0 turns the shifted form off (to compare the two forms; workspace.py assumes it on). */
+#ifndef BG_CONV_SHIFTED
+#define BG_CONV_SHIFTED 1
+#endif
+/* A band's product, in floats: 192 KiB, with the image rows it reads, stays in L2. */
+#define BG__CONV_BAND_FLOATS (48 * 1024)
+
+/* GEMM columns of a band of `rows` output rows: all but the last row's discarded tail. */
+static inline int64_t bg__conv_band_columns(const bg_conv2d_params *p, const bg__conv_shift *s,
+                                            int64_t rows)
+{
+    return (rows - 1) * s->wp + p->OW;
+}
+
+/* Whether p takes the shifted form, and its geometry in s. */
+static inline int bg__conv_shift_plan(const bg_conv2d_params *p, bg__conv_shift *s)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group, OH = p->OH, N = OH * p->OW;
+    const int64_t K = Cg * p->KH * p->KW, NR = BG_GEMM_NR;
+    if (!BG_CONV_SHIFTED || p->stride_h != 1 || p->stride_w != 1 || p->KH * p->KW == 1 ||
+        Cg == 1)
+        return 0;
+    s->hp = OH + (p->KH - 1) * p->dil_h;
+    s->wp = p->OW + (p->KW - 1) * p->dil_w;
+    s->band_rows = bg__min64(OH, bg__max64(1, BG__CONV_BAND_FLOATS / (Mg * s->wp)));
+    /* The last tile reads up to NR - 1 floats past the last plane (bg__bsrc.rows). */
+    s->image = bg__round_up(Cg * s->hp * s->wp + NR, 16);
+    s->product = bg__round_up(Mg * bg__conv_band_columns(p, s, s->band_rows), 16);
+    /* Estimated time in multiply-adds: tiles computed, packing, the copy into Y. */
+    const int64_t full = OH / s->band_rows, rest = OH % s->band_rows;
+    int64_t tiles = full * bg__round_up(bg__conv_band_columns(p, s, s->band_rows), NR);
+    if (rest) tiles += bg__round_up(bg__conv_band_columns(p, s, rest), NR);
+    const int64_t rows = bg__round_up(Mg, BG_GEMM_MR);
+    return tiles * rows * K + 4 * Mg * N < bg__round_up(N, NR) * rows * K + 12 * N * K;
+}
+
+/* Floats of workspace the shifted form takes: image, product, then the table of shifts. */
+static inline int64_t bg__conv_shift_floats(const bg_conv2d_params *p, const bg__conv_shift *s)
+{
+    return s->image + s->product + 2 * (p->C / p->group) * p->KH * p->KW;
+}
+
 BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
@@ -110,8 +173,14 @@ BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
     }
     /* GEMM packing space, then the im2col scratch row. */
     const int64_t Ng = p->OH * p->OW;
-    return bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
-           (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
+    size_t bytes = bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
+                   (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
+    bg__conv_shift s;
+    if (bg__conv_shift_plan(p, &s)) {
+        const size_t shifted = (size_t)bg__conv_shift_floats(p, &s) * sizeof(float) + 64;
+        if (shifted > bytes) bytes = shifted;
+    }
+    return bytes;
 }
 
 /* dst[hp, wp] = plane x[H, W] shifted by (pad_top, pad_left), zeros around it. */
@@ -192,6 +261,38 @@ static void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const f
     bg_parallel(small ? NULL : pool, p->N * p->C, bg__conv2d_direct_task, &d, workspace);
 }
 
+/* One image-group of the shifted form (bg__conv_shift); pg: its packed filters, epg: its
+ * epilogue (per row), ws: workspace of bg__conv_shift_floats. */
+static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *s,
+                               const float *xg, const float *pg, const bg_epilogue *epg,
+                               float *yg, float *ws, bg_threadpool *pool)
+{
+    const int64_t Cg = p->C / p->group, Mg = p->M / p->group, KHW = p->KH * p->KW;
+    const int64_t plane = s->hp * s->wp, OH = p->OH, OW = p->OW;
+    float *const image = ws, *const product = ws + s->image;
+    int64_t *const rows = (int64_t *)(product + s->product);
+    for (int64_t c = 0; c < Cg; ++c)
+        bg__pad_plane(p, xg + c * p->H * p->W, s->hp, s->wp, image + c * plane);
+    for (int64_t i = Cg * plane; i < s->image; ++i) image[i] = 0.0f;
+    for (int64_t k = 0; k < Cg * KHW; ++k) {
+        const int64_t r = k % KHW;
+        rows[k] = k / KHW * plane + r / p->KW * p->dil_h * s->wp + r % p->KW * p->dil_w;
+    }
+    for (int64_t oh0 = 0; oh0 < OH; oh0 += s->band_rows) {
+        const int64_t band = bg__min64(s->band_rows, OH - oh0);
+        const int64_t n = bg__conv_band_columns(p, s, band);
+        const bg__bsrc src = {NULL, image + oh0 * s->wp, 0, 0, NULL, rows};
+        const bg__gemm gemm = {Mg, n, Cg * KHW, 1.0f, 0.0f, 0, NULL, 0, pg, &src,
+                               product, n, epg};
+        /* Nothing is packed, so the GEMM's own workspace goes unused (the image is not it). */
+        bg__gemm_run(&gemm, image, pool);
+        for (int64_t m = 0; m < Mg; ++m)
+            for (int64_t oh = 0; oh < band; ++oh)
+                memcpy(yg + (m * OH + oh0 + oh) * OW, product + m * n + oh * s->wp,
+                       (size_t)OW * sizeof(float));
+    }
+}
+
 /* The GEMM of image n, group g (task n * group + g) of a convolution's GEMM form. */
 typedef struct bg__conv_gemm {
     const bg_conv2d_params *p;
@@ -219,14 +320,19 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
         if (c->ep->bias) epg.bias = c->ep->bias + g * Mg;
         if (c->ep->scale) epg.scale = c->ep->scale + g * Mg;
     }
+    bg__conv_shift shift;
+    if (pg && bg__conv_shift_plan(p, &shift)) {
+        bg__conv2d_shifted(p, &shift, xg, pg, &epg, yg, bg__align64(workspace), c->pool);
+        return;
+    }
     if (bg__conv_is_pointwise(p) && !pg) { /* bg_sgemm: its matrix-vector paths for 1s */
         bg_sgemm(0, 0, Mg, Ng, Kg, 1.0f, wg, Kg, xg, Ng, 0.0f, yg, Ng, &epg, workspace,
                  c->pool);
         return;
     }
     const bg__bsrc src = bg__conv_is_pointwise(p)
-                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL}
-                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p};
+                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL}
+                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p, NULL};
     const bg__gemm gemm = {Mg, Ng, Kg, 1.0f, 0.0f, 0, wg, Kg, pg, &src, yg, Ng, &epg};
     bg__gemm_run(&gemm, bg__align64(workspace), c->pool);
 }

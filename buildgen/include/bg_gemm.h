@@ -121,19 +121,21 @@ static inline void bg__tile_ep8(bg_v8f *v, const bg__tile_ep *te, int row, int c
 /* The 4 x 24 micro-kernel, or 4 x 8*nv for the ragged last column panel (nv = 1, 2, 3 is a
  * constant at every call site, so each width compiles to its own loop). a is a packed A
  * micro-panel (4 floats per k); b holds 24 floats per k at stride bs (NR when packed, ldb
- * when B is read in place), of which the first 8*nv are used. */
+ * when B is read in place), of which the first 8*nv are used; or, when rows is not NULL
+ * (a constant NULL everywhere but the row-table kernel), row k at b + rows[k]. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 float *restrict c, int64_t ldc, float alpha, float beta, int nv,
-                 const bg__tile_ep *te)
+                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
+                 float beta, int nv, const bg__tile_ep *te)
 {
     bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        const float *bk = rows ? b + rows[k] : b;
         bg_v8f b0, b1 = c00, b2 = c00;
-        BG_LOAD8(b0, b);
-        if (nv > 1) BG_LOAD8(b1, b + 8);
-        if (nv > 2) BG_LOAD8(b2, b + 16);
+        BG_LOAD8(b0, bk);
+        if (nv > 1) BG_LOAD8(b1, bk + 8);
+        if (nv > 2) BG_LOAD8(b2, bk + 16);
         BG__UK_ROW(0, c00, c01, c02);
         BG__UK_ROW(1, c10, c11, c12);
         BG__UK_ROW(2, c20, c21, c22);
@@ -197,26 +199,27 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
  * constant). The tile epilogue takes columns relative to the tile, hence the shifted te. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 float *restrict c, int64_t ldc, float alpha, float beta, int groups,
-                 const bg__tile_ep *te)
+                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
+                 float beta, int groups, const bg__tile_ep *te)
 {
     bg_v4f c00 = BG_SPLAT4(0.0f), c01 = c00, c02 = c00, c03 = c00, c04 = c00, c05 = c00;
     bg_v4f c10 = c00, c11 = c00, c12 = c00, c13 = c00, c14 = c00, c15 = c00;
     bg_v4f c20 = c00, c21 = c00, c22 = c00, c23 = c00, c24 = c00, c25 = c00;
     bg_v4f c30 = c00, c31 = c00, c32 = c00, c33 = c00, c34 = c00, c35 = c00;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        const float *bk = rows ? b + rows[k] : b;
         bg_v4f av, b0, b1, b2 = c00, b3 = c00, b4 = c00, b5 = c00;
         BG_LOAD4(av, a);
         BG__UK4_PIN(av);
-        BG_LOAD4(b0, b);
-        BG_LOAD4(b1, b + 4);
+        BG_LOAD4(b0, bk);
+        BG_LOAD4(b1, bk + 4);
         if (groups > 1) {
-            BG_LOAD4(b2, b + 8);
-            BG_LOAD4(b3, b + 12);
+            BG_LOAD4(b2, bk + 8);
+            BG_LOAD4(b3, bk + 12);
         }
         if (groups > 2) {
-            BG_LOAD4(b4, b + 16);
-            BG_LOAD4(b5, b + 20);
+            BG_LOAD4(b4, bk + 16);
+            BG_LOAD4(b5, bk + 20);
         }
         BG__UK4_ROW(0, c00, c01, c02, c03, c04, c05);
         BG__UK4_ROW(1, c10, c11, c12, c13, c14, c15);
@@ -233,8 +236,8 @@ bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, i
 /* bg__ukernel_body's contract (below) in passes of GROUPS columns of 8. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 float *restrict c, int64_t ldc, float alpha, float beta, int nv,
-                 const bg__tile_ep *te)
+                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
+                 float beta, int nv, const bg__tile_ep *te)
 {
     for (int g0 = 0; g0 < nv; g0 += BG__UK4_GROUPS) {
         const int groups = nv - g0 < BG__UK4_GROUPS ? nv - g0 : BG__UK4_GROUPS;
@@ -244,7 +247,7 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
             if (shifted.col_scale) shifted.col_scale += 8 * g0;
             if (shifted.col_bias) shifted.col_bias += 8 * g0;
         }
-        bg__ukernel_pass(kc, a, b + 8 * g0, bs, c + 8 * g0, ldc, alpha, beta, groups,
+        bg__ukernel_pass(kc, a, b + 8 * g0, bs, rows, c + 8 * g0, ldc, alpha, beta, groups,
                          te != NULL ? &shifted : NULL);
     }
 }
@@ -258,19 +261,28 @@ __attribute__((noinline)) static void bg__ukernel_w24(int64_t kc, const float *a
                                                       float alpha, float beta,
                                                       const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 3, te);
+    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 3, te);
 }
 __attribute__((noinline)) static void bg__ukernel_w16(int64_t kc, const float *a, const float *b,
                                                       int64_t bs, float *c, int64_t ldc,
                                                       float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 2, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 2, NULL);
 }
 __attribute__((noinline)) static void bg__ukernel_w8(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, c, ldc, alpha, beta, 1, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 1, NULL);
+}
+
+/* The 4 x 24 tile with row k of B at b + rows[k] (bg__bsrc.rows). */
+__attribute__((noinline)) static void bg__ukernel_rows_w24(int64_t kc, const float *a,
+                                                           const float *b, const int64_t *rows,
+                                                           float *c, int64_t ldc, float alpha,
+                                                           float beta, const bg__tile_ep *te)
+{
+    bg__ukernel_body(kc, a, b, 0, rows, c, ldc, alpha, beta, 3, te);
 }
 
 static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
@@ -282,6 +294,18 @@ static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64
         bg__ukernel_w16(kc, a, b, bs, c, ldc, alpha, beta);
     else
         bg__ukernel_w8(kc, a, b, bs, c, ldc, alpha, beta);
+}
+
+/* C[0:mr, 0:nr] = tile (+ beta * C unless beta == 0): a ragged tile computed whole. */
+static inline void bg__merge_tile(const float *tile, float *c, int64_t ldc, int64_t mr,
+                                  int64_t nr, float beta)
+{
+    for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j) {
+            float v = tile[i * BG_GEMM_NR + j];
+            if (beta != 0.0f) v += beta * c[i * ldc + j];
+            c[i * ldc + j] = v;
+        }
 }
 
 /* An edge tile (mr < MR or nr < NR): the narrowest kernel that covers nr columns, into a
@@ -297,12 +321,7 @@ static inline void bg__ukernel_edge(int64_t kc, const float *a, const float *b, 
     }
     float tile[BG_GEMM_MR * BG_GEMM_NR];
     bg__ukernel(kc, a, b, bs, tile, BG_GEMM_NR, alpha, 0.0f, nv);
-    for (int64_t i = 0; i < mr; ++i)
-        for (int64_t j = 0; j < nr; ++j) {
-            float v = tile[i * BG_GEMM_NR + j];
-            if (beta != 0.0f) v += beta * c[i * ldc + j];
-            c[i * ldc + j] = v;
-        }
+    bg__merge_tile(tile, c, ldc, mr, nr, beta);
 }
 
 /* Split n into the fewest blocks of at most `block`, of equal size rounded up to `unit`
@@ -337,6 +356,26 @@ typedef struct bg__gemm {
     int64_t ldc;
     const bg_epilogue *ep;
 } bg__gemm;
+
+/* One MR x NR tile of C (at row i, column j) whose B rows are read in place through
+ * bsrc->rows: whole tiles straight into C with the epilogue in registers, edge tiles
+ * through a scratch tile (every tile reads whole NR-wide rows of B). */
+static inline void bg__tile_rows(const bg__gemm *g, int64_t kc, const float *a, const float *b,
+                                 const int64_t *rows, int64_t i, int64_t j, int64_t mr,
+                                 int64_t nr, float beta, int epilogue)
+{
+    float *c = g->C + i * g->ldc + j;
+    if (mr == BG_GEMM_MR && nr == BG_GEMM_NR) {
+        bg__tile_ep te;
+        if (epilogue) bg__tile_ep_init(&te, g->ep, i, j);
+        bg__ukernel_rows_w24(kc, a, b, rows, c, g->ldc, g->alpha, beta, epilogue ? &te : NULL);
+        return;
+    }
+    float tile[BG_GEMM_MR * BG_GEMM_NR];
+    bg__ukernel_rows_w24(kc, a, b, rows, tile, BG_GEMM_NR, g->alpha, 0.0f, NULL);
+    bg__merge_tile(tile, c, g->ldc, mr, nr, beta);
+    if (epilogue) bg__epilogue_block(c, g->ldc, i, j, mr, nr, g->ep);
+}
 
 /* Rows [i0, i1) x columns [j0, j1) of the GEMM g, with i0 a multiple of MR and j0 of NR:
  * every tile is then the one the whole-matrix loop would compute (same MR x NR grid, same
@@ -373,7 +412,9 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
             const int last_k = pc + kc == K;
             const int64_t n_full = nc / NR * NR;
             const float *bblock = pb;
-            if (!bsrc->pack) /* prepacked: slice pc holds all panels, see bg_sgemm_pack_b */
+            if (bsrc->rows) /* read in place: tiles index bsrc->data by row */
+                bblock = NULL;
+            else if (!bsrc->pack) /* prepacked: slice pc holds all panels, see bg_sgemm_pack_b */
                 bblock = bsrc->data + pc * bg__round_up(N, NR) + jc * kc;
             else if (!direct_b)
                 bsrc->pack(bsrc, pc, kc, jc, nc, pb, scratch);
@@ -389,6 +430,14 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                     bg__pack_a(g->trans_a, g->A, g->lda, ic, mc, pc, kc, pa);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t nr = bg__min64(NR, nc - jr);
+                    if (bsrc->rows) {
+                        for (int64_t ir = 0; ir < mc; ir += MR)
+                            bg__tile_rows(g, kc, ablock + ir / MR * kc * MR,
+                                          bsrc->data + jc + jr, bsrc->rows + pc, ic + ir,
+                                          jc + jr, bg__min64(MR, mc - ir), nr, beta_k,
+                                          last_k && epilogue);
+                        continue;
+                    }
                     const float *b = bblock + jr / NR * kc * NR;
                     int64_t bs = NR;
                     if (direct_b) {
@@ -527,7 +576,7 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
         bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws, pool);
         return;
     }
-    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
+    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, ws, pool);
 }
@@ -548,7 +597,7 @@ BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, i
                             void *packed)
 {
     if (N <= 0 || K <= 0) return;
-    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL};
+    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL};
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     float *dst = (float *)packed;
     for (int64_t pc = 0; pc < K; pc += kc_step)
@@ -567,7 +616,7 @@ BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, flo
         bg__gemm_no_product(M, N, beta, C, ldc, ep);
         return;
     }
-    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL};
+    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL, NULL};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, bg__align64(workspace), pool);
 }

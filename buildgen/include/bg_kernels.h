@@ -344,6 +344,7 @@ static inline void bg__valid_range(int64_t off, int64_t stride, int64_t n_in, in
 }
 
 static inline int64_t bg__min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t bg__max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t bg__round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Round a workspace pointer up to 64 bytes (workspace sizes include the slack). */

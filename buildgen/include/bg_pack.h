@@ -10,10 +10,14 @@
 #endif
 
 /* Where op(B) comes from: a plain matrix, an image read through an implicit im2col (for
- * convolution), or panels packed ahead of time. `pack` writes columns [j0, j0+nc) of rows
- * [k0, k0+kc) as NR-wide micro-panels (panel p at dst + p*kc*NR, row k at +k*NR),
- * zero-padding the last panel; it is NULL when data is already packed (bg_sgemm_pack_b).
- * `scratch` is private to the calling thread (the im2col row; the matrix packer ignores it). */
+ * convolution), panels packed ahead of time, or rows read in place. `pack` writes columns
+ * [j0, j0+nc) of rows [k0, k0+kc) as NR-wide micro-panels (panel p at dst + p*kc*NR, row k
+ * at +k*NR), zero-padding the last panel; it is NULL when data is already packed
+ * (bg_sgemm_pack_b) or read in place through `rows`: then B(k, j) = data[rows[k] + j], and
+ * data[rows[k] + j] must be readable (its value is ignored) up to j = round_up(N, NR) - 1,
+ * since every tile reads whole NR-wide rows (a stride-1 convolution over a padded image,
+ * bg_conv.h). `scratch` is private to the calling thread (the im2col row; the matrix
+ * packer ignores it). */
 typedef struct bg__bsrc bg__bsrc;
 struct bg__bsrc {
     void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst,
@@ -22,6 +26,7 @@ struct bg__bsrc {
     int64_t ld;        /* leading dimension of B */
     int trans;         /* B is stored [N, K] */
     const void *ctx;   /* im2col: its bg__im2col */
+    const int64_t *rows; /* NULL, or where each row of B starts in data (pack is NULL) */
 };
 
 #ifdef BG_HAVE_SHUFFLEVECTOR

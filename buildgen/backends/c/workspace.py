@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 # bg_gemm.h blocking constants
 _MR, _NR, _KC, _MC, _NC = 4, 24, 256, 128, 3072
+# bg_conv.h: a band's product in the shifted form (BG__CONV_BAND_FLOATS)
+_CONV_BAND_FLOATS = 48 * 1024
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -64,7 +66,34 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     # GEMM packing space, then one im2col row of NC-blocked output columns
     columns = p["OH"] * p["OW"]
     im2col_row = _round_up(min(columns, _NC), _NR) * 4
-    return sgemm_workspace_bytes(mg, columns, cg * p["KH"] * p["KW"]) + im2col_row
+    packed_form = sgemm_workspace_bytes(mg, columns, cg * p["KH"] * p["KW"]) + im2col_row
+    return max(packed_form, conv2d_shifted_bytes(p))
+
+
+def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
+    """bg__conv_shift_plan / bg__conv_shift_floats: a stride-1 convolution whose GEMM reads
+    a padded copy of the image in place, in bands of output rows (0 when the packed form is
+    the one chosen)."""
+    cg, mg = p["C"] // p["group"], p["M"] // p["group"]
+    taps, oh, ow = p["KH"] * p["KW"], p["OH"], p["OW"]
+    if p["stride_h"] != 1 or p["stride_w"] != 1 or taps == 1 or cg == 1:
+        return 0
+    hp = oh + (p["KH"] - 1) * p["dil_h"]
+    wp = ow + (p["KW"] - 1) * p["dil_w"]
+    band_rows = min(oh, max(1, _CONV_BAND_FLOATS // (mg * wp)))
+
+    def columns(rows: int) -> int:
+        return (rows - 1) * wp + ow
+
+    k, n, rows = cg * taps, oh * ow, _round_up(mg, _MR)
+    tiles = oh // band_rows * _round_up(columns(band_rows), _NR)
+    if oh % band_rows:
+        tiles += _round_up(columns(oh % band_rows), _NR)
+    if tiles * rows * k + 4 * mg * n >= _round_up(n, _NR) * rows * k + 12 * n * k:
+        return 0
+    image = _round_up(cg * hp * wp + _NR, 16)
+    product = _round_up(mg * columns(band_rows), 16)
+    return (image + product + 2 * k) * 4 + 64
 
 
 def pool3d_workspace_bytes(p: Mapping[str, int]) -> int:
