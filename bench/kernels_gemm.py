@@ -38,7 +38,7 @@ from buildgen.resources import include_dir  # noqa: E402
 FLAGS = ["-std=c11", "-O3", "-march=x86-64-v3", "-fPIC", "-shared", "-fno-math-errno"]
 
 BENCH_C = r"""
-#define _POSIX_C_SOURCE 199309L
+#define _GNU_SOURCE /* bg_threads.h: pthread_sigmask, sched_getaffinity */
 #include "bg_kernels.h"
 #include <time.h>
 

@@ -13,7 +13,8 @@
  * the *_workspace_bytes functions (the codegen places it in the model's arena); it need not
  * be aligned. GEMM, convolution and pooling take the model instance's thread pool (NULL:
  * the caller's thread only) and give the same bits on any number of threads. Link with -lm
- * and -pthread.
+ * and -pthread, and define _GNU_SOURCE before any #include (the thread pool calls
+ * pthread_sigmask and sched_getaffinity; the generated modules do).
  *
  * Layout of this library (each part is included from here, never on its own):
  *   bg_kernels.h  types, vector helpers, activations and the epilogue (this file)
@@ -67,6 +68,23 @@ typedef struct bg_epilogue {
 /* ---- scalar math helpers (used by generated elementwise code too) ---- */
 
 #include "bg_math.h" /* bg_expf, bg_tanhf, bg_erff, bg_sigmoidf, bg_gelu: vectorisable */
+
+/* fmaxf / fminf as compare-and-select (a NaN operand yields the other, as theirs does):
+ * without -ffinite-math-only GCC keeps fmaxf a libm call, which stops a loop vectorising. */
+static inline float bg_fmaxf(float a, float b) { return b > a || a != a ? b : a; }
+static inline float bg_fminf(float a, float b) { return b < a || a != a ? b : a; }
+/* HardSigmoid, clamp(alpha*x + beta, 0, 1), and HardSwish, x * clamp(x/6 + 1/2, 0, 1), as
+ * fminf(1, fmaxf(0, v)) computes them (a NaN v gives 0), in vectorisable form. */
+static inline float bg_hardsigmoidf(float x, float alpha, float beta)
+{
+    const float v = alpha * x + beta, c = v > 0.0f ? v : 0.0f;
+    return c < 1.0f ? c : 1.0f;
+}
+static inline float bg_hardswishf(float x)
+{
+    const float v = x / 6.0f + 0.5f, c = v > 0.0f ? v : 0.0f;
+    return x * (c < 1.0f ? c : 1.0f);
+}
 
 /* Mod with fmod=0 on floats, as numpy's np.mod: the remainder takes the divisor's sign. */
 static inline float bg_mod_floorf(float a, float b)

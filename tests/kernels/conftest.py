@@ -168,7 +168,9 @@ class Kernels:
         )
 
     def math(self, which: int, x: np.ndarray) -> np.ndarray:
-        """bg_math.h's function `which` (0 exp, 1 tanh, 2 erf, 3 sigmoid) on every value."""
+        """bg_math.h's function `which` (0 exp, 1 tanh, 2 erf, 3 sigmoid) on every value, or
+        bg_kernels.h's selects (4 hardswish, 5 hardsigmoid(0.3, 0.4), 6 fmax and 7 fmin of
+        x[i] and x[n-1-i])."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         y = np.empty_like(x)
         self.lib.h_math(which, fptr(x), fptr(y), x.size)

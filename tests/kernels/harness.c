@@ -158,6 +158,11 @@ void h_math(int which, const float *x, float *y, int64_t n)
     case 0: for (int64_t i = 0; i < n; ++i) y[i] = bg_expf(x[i]); break;
     case 1: for (int64_t i = 0; i < n; ++i) y[i] = bg_tanhf(x[i]); break;
     case 2: for (int64_t i = 0; i < n; ++i) y[i] = bg_erff(x[i]); break;
-    default: for (int64_t i = 0; i < n; ++i) y[i] = bg_sigmoidf(x[i]); break;
+    case 3: for (int64_t i = 0; i < n; ++i) y[i] = bg_sigmoidf(x[i]); break;
+    case 4: for (int64_t i = 0; i < n; ++i) y[i] = bg_hardswishf(x[i]); break;
+    case 5: for (int64_t i = 0; i < n; ++i) y[i] = bg_hardsigmoidf(x[i], 0.3f, 0.4f); break;
+    /* the two-operand helpers pair x[i] with x[n - 1 - i] */
+    case 6: for (int64_t i = 0; i < n; ++i) y[i] = bg_fmaxf(x[i], x[n - 1 - i]); break;
+    default: for (int64_t i = 0; i < n; ++i) y[i] = bg_fminf(x[i], x[n - 1 - i]); break;
     }
 }

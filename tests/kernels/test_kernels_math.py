@@ -79,3 +79,27 @@ def test_odd_functions_are_odd_and_signs_of_zero_kept(kernels: Kernels) -> None:
         got = kernels.math(which, x)
         assert np.array_equal(np.signbit(got), np.signbit(x))
         assert np.array_equal(got[2::2], -got[3::2])
+
+
+def _fmin_fmax_reference(which: int, x: np.ndarray) -> np.ndarray:
+    """What C's fminf(1, fmaxf(0, v)) forms and fmaxf / fminf give (numpy's fmax and fmin
+    follow C's: a NaN operand yields the other)."""
+    one, zero = np.float32(1), np.float32(0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if which == 4:
+            return x * np.fmin(one, np.fmax(zero, x / np.float32(6) + np.float32(0.5)))
+        if which == 5:
+            return np.fmin(one, np.fmax(zero, np.float32(0.3) * x + np.float32(0.4)))
+        return (np.fmax if which == 6 else np.fmin)(x, x[::-1])
+
+
+@pytest.mark.parametrize("which", [4, 5, 6, 7], ids=["hardswish", "hardsigmoid", "fmax", "fmin"])
+def test_selects_give_fmaxf_results_in_vectorisable_form(kernels_any: Kernels, which: int) -> None:
+    """bg_hardswishf, bg_hardsigmoidf, bg_fmaxf and bg_fminf (compare-and-select, so loops
+    vectorise where fmaxf is a libm call) give the bits the fmaxf/fminf forms give, NaN,
+    infinities and signed zeros included."""
+    x = _inputs()
+    x[np.isnan(x)] = np.nan  # quiet: C's fmaxf(sNaN, y) may return NaN, not y
+    got = kernels_any.math(which, x)
+    want = _fmin_fmax_reference(which, x).astype(np.float32)
+    np.testing.assert_array_equal(got, want)

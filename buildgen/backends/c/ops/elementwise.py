@@ -60,9 +60,9 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
     "Sin": lambda n: "sinf({a})",
     "Cos": lambda n: "cosf({a})",
     "HardSigmoid": lambda n: (
-        "fminf(1.0f, fmaxf(0.0f, {a} * " + _f(n, "alpha", 0.2) + " + " + _f(n, "beta", 0.5) + "))"
+        "bg_hardsigmoidf({a}, " + _f(n, "alpha", 0.2) + ", " + _f(n, "beta", 0.5) + ")"
     ),
-    "HardSwish": lambda n: "{a} * fminf(1.0f, fmaxf(0.0f, {a} / 6.0f + 0.5f))",
+    "HardSwish": lambda n: "bg_hardswishf({a})",
     # log(1 + e^x) without overflow for large x
     "Softplus": lambda n: "{a} > 0.0f ? {a} + log1pf(bg_expf(-{a})) : log1pf(bg_expf({a}))",
     "Softsign": lambda n: "{a} / (1.0f + fabsf({a}))",
@@ -77,7 +77,7 @@ _UNARY_FLOAT: dict[str, Callable[[Node], str]] = {
         + " * expm1f({a}))"
     ),
     "Celu": lambda n: (
-        "fmaxf(0.0f, {a}) + fminf(0.0f, "
+        "bg_fmaxf(0.0f, {a}) + bg_fminf(0.0f, "
         + _f(n, "alpha", 1.0)
         + " * expm1f({a} / "
         + _f(n, "alpha", 1.0)
@@ -175,7 +175,7 @@ def _expr_variadic(node: Node, args: Args, dtypes: Dtypes) -> str:
         if node.op == "Sum":
             return total
         return f"({total}) / {float_literal(len(xs))}" if len(xs) > 1 else xs[0]
-    fn, cmp = ("fmaxf", ">") if node.op == "Max" else ("fminf", "<")
+    fn, cmp = ("bg_fmaxf", ">") if node.op == "Max" else ("bg_fminf", "<")
     acc = xs[0]
     for x in xs[1:]:
         acc = f"{fn}({acc}, {x})" if is_float else f"({acc} {cmp} {x} ? {acc} : {x})"

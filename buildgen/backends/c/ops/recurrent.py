@@ -84,7 +84,7 @@ class Activation:
             "leakyrelu": f"({v} >= 0.0f ? {v} : {a} * {v})",
             "thresholdedrelu": f"({v} > {a} ? {v} : 0.0f)",
             "scaledtanh": f"{a} * bg_tanhf({b} * {v})",
-            "hardsigmoid": f"fminf(1.0f, fmaxf(0.0f, {a} * {v} + {b}))",
+            "hardsigmoid": f"bg_hardsigmoidf({v}, {a}, {b})",
             "elu": f"({v} >= 0.0f ? {v} : {a} * (bg_expf({v}) - 1.0f))",
             "softsign": f"{v} / (1.0f + fabsf({v}))",
             "softplus": f"logf(1.0f + bg_expf({v}))",
@@ -417,7 +417,7 @@ class _Cell:
         if clip is not None:
             assert isinstance(clip, (int, float))
             c = float_literal(float(clip))
-            code.line(f"{v} = fminf(fmaxf({v}, -{c}), {c});")
+            code.line(f"{v} = bg_fminf(bg_fmaxf({v}, -{c}), {c});")
         code.line(f"{v} = {act.apply(v)};")
 
     def _lstm(self, code: Code) -> None:
