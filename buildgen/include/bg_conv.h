@@ -210,9 +210,137 @@ static inline void bg__pad_plane(const bg_conv2d_params *p, const float *x, int6
     }
 }
 
-/* Convolutions with one input channel per group: output channel m reads input channel
- * m / (M / group), a weighted sliding window per output row (bg_window.h). One task per
- * input plane (image n, channel c): its output channels, through one padded copy. */
+/* ---- Convolutions with one input channel per group (depthwise) ----
+ * Output channel m reads input channel m / (M / group): a weighted sliding window over a
+ * plane whose windows all lie inside it (the zero-padded copy when there is padding), so
+ * there are no edge columns. Outputs go in blocks of R rows x NV vectors of 8 (1 x 4; for
+ * narrower rows 2 x 3 or 4 x 1), so independent accumulators hide the FMA latency. A row's last < 32 columns are one step of 1-3 vectors ending at the row's end
+ * (recomputing a few outputs rather than running a scalar tail). The epilogue is applied in
+ * registers. Each output's taps are summed in the same order, whatever its block. */
+typedef struct bg__dw_plane {
+    const float *x; /* the plane the windows read, ld floats a row */
+    const float *w; /* KH*KW taps */
+    int64_t ld, OH, OW, KH, KW, sh, sw, dh, dw;
+    const bg_epilogue *ep; /* NULL when it changes nothing */
+    bg__row_affine affine; /* the output channel's scale and bias */
+} bg__dw_plane;
+
+/* R x NV (constants: R * NV <= 8) vectors of outputs: rows oh.., columns ow.. of y. */
+__attribute__((always_inline)) static inline void
+bg__dw_block(const bg__dw_plane *d, int64_t oh, int64_t ow, int R, int NV, int64_t sw, float *y)
+{
+    bg_v8f acc[4][4];
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = BG_SPLAT8(0.0f);
+    const float *x0 = d->x + oh * d->sh * d->ld + ow * sw;
+    for (int64_t kh = 0; kh < d->KH; ++kh)
+        for (int64_t kw = 0; kw < d->KW; ++kw) {
+            const bg_v8f wv = BG_SPLAT8(d->w[kh * d->KW + kw]);
+            const float *xk = x0 + kh * d->dh * d->ld + kw * d->dw;
+            for (int r = 0; r < R; ++r)
+                for (int v = 0; v < NV; ++v) {
+                    bg_v8f xv;
+                    BG__WIN_LOAD(xv, xk + r * d->sh * d->ld + 8 * v * sw, sw);
+                    acc[r][v] = BG_FMA8(wv, xv, acc[r][v]);
+                }
+        }
+    if (d->ep) { /* bg__epilogue_row's operations, in its order */
+        const bg_v8f scale = BG_SPLAT8(d->affine.scale_scalar);
+        const bg_v8f bias = BG_SPLAT8(d->affine.bias_scalar), zero = BG_SPLAT8(0.0f);
+        const bg_v8f lo = BG_SPLAT8(d->ep->act_alpha), hi = BG_SPLAT8(d->ep->act_beta);
+        const int scaled = d->ep->scale != NULL, act = d->ep->act;
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v) {
+                bg_v8f a = acc[r][v];
+                if (scaled) a *= scale;
+                a += bias;
+                if (act == BG_ACT_RELU) {
+                    a = BG_BLEND8(a > zero, a, zero);
+                } else if (act == BG_ACT_CLIP) {
+                    a = BG_BLEND8(a < lo, lo, a);
+                    a = BG_BLEND8(a > hi, hi, a);
+                } else if (act != BG_ACT_NONE) {
+                    bg__act8(&a, d->ep);
+                }
+                acc[r][v] = a;
+            }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < NV; ++v) BG_STORE8(y + (oh + r) * d->OW + ow + 8 * v, acc[r][v]);
+}
+
+/* Rows oh..oh+R-1 (R a constant), every column: steps of 32, then one ending at OW. */
+__attribute__((always_inline)) static inline void bg__dw_row_block(const bg__dw_plane *d,
+                                                                   int64_t oh, int R,
+                                                                   int64_t sw, float *y)
+{
+    const int64_t OW = d->OW;
+    int64_t ow = 0;
+    for (; ow + 32 <= OW; ow += 32) bg__dw_block(d, oh, ow, R, 4, sw, y);
+    const int64_t rest = OW - ow, nv = (rest + 7) / 8;
+    if (rest == 0) return;
+    if (OW >= 8 * nv) { /* one step ending at OW */
+        if (nv == 1) bg__dw_block(d, oh, OW - 8, R, 1, sw, y);
+        else if (nv == 2) bg__dw_block(d, oh, OW - 16, R, 2, sw, y);
+        else if (nv == 3) bg__dw_block(d, oh, OW - 24, R, 3, sw, y);
+        else bg__dw_block(d, oh, OW - 32, R, 4, sw, y);
+    } else { /* 8 < OW < 8 * nv (so ow = 0): whole vectors, then one ending at OW */
+        if (rest >= 24) bg__dw_block(d, oh, 0, R, 3, sw, y);
+        else if (rest >= 16) bg__dw_block(d, oh, 0, R, 2, sw, y);
+        else bg__dw_block(d, oh, 0, R, 1, sw, y);
+        bg__dw_block(d, oh, OW - 8, R, 1, sw, y);
+    }
+}
+
+/* Every output row of the plane (OW >= 8), at stride sw (1 or 2, a constant). */
+__attribute__((always_inline)) static inline void bg__dw_rows(const bg__dw_plane *d, int64_t sw,
+                                                              float *y)
+{
+    int64_t oh = 0;
+    /* Rows too narrow for four vectors take several at once (measured: wider rows are
+     * faster one at a time). */
+    if (d->OW < 16)
+        for (; oh + 4 <= d->OH; oh += 4) bg__dw_row_block(d, oh, 4, sw, y);
+    else if (d->OW < 32)
+        for (; oh + 2 <= d->OH; oh += 2) bg__dw_row_block(d, oh, 2, sw, y);
+    for (; oh < d->OH; ++oh) bg__dw_row_block(d, oh, 1, sw, y);
+}
+
+/* The same outputs one at a time (rows narrower than a vector, strides above 2). */
+static void bg__dw_rows_scalar(const bg__dw_plane *d, float *y)
+{
+    for (int64_t oh = 0; oh < d->OH; ++oh)
+        for (int64_t ow = 0; ow < d->OW; ++ow) {
+            const float *xr = d->x + oh * d->sh * d->ld + ow * d->sw;
+            float acc = 0.0f;
+            for (int64_t kh = 0; kh < d->KH; ++kh)
+                for (int64_t kw = 0; kw < d->KW; ++kw)
+                    acc += d->w[kh * d->KW + kw] * xr[kh * d->dh * d->ld + kw * d->dw];
+            y[oh * d->OW + ow] = acc;
+        }
+    if (d->ep)
+        for (int64_t oh = 0; oh < d->OH; ++oh)
+            bg__epilogue_row(y + oh * d->OW, d->OW, &d->affine, d->ep);
+}
+
+/* One (image, channel) plane's output channel through its specialised loop. */
+static void bg__dw_plane_run(const bg__dw_plane *d, float *y)
+{
+#if defined(__AVX2__) || defined(BG_HAVE_SHUFFLEVECTOR)
+    const int vector_ok = d->OW >= 8 && (d->sw == 1 || d->sw == 2);
+#else
+    const int vector_ok = d->OW >= 8 && d->sw == 1;
+#endif
+    if (!vector_ok) {
+        bg__dw_rows_scalar(d, y);
+        return;
+    }
+    if (d->sw == 1)
+        bg__dw_rows(d, 1, y);
+    else
+        bg__dw_rows(d, 2, y);
+}
+
 typedef struct bg__conv_direct {
     const bg_conv2d_params *p;
     const float *X, *Wt;
@@ -220,36 +348,30 @@ typedef struct bg__conv_direct {
     float *Y;
 } bg__conv_direct;
 
+/* One task per input plane (image n, channel c): its output channels, through one padded
+ * copy. */
 static void bg__conv2d_direct_task(const void *ctx, int64_t task, void *workspace)
 {
-    const bg__conv_direct *d = (const bg__conv_direct *)ctx;
-    const bg_conv2d_params *p = d->p;
-    const int64_t Mg = p->M / p->group, OW = p->OW, n = task / p->C, c = task % p->C;
-    const int epilogue = bg__epilogue_active(d->ep);
+    const bg__conv_direct *t = (const bg__conv_direct *)ctx;
+    const bg_conv2d_params *p = t->p;
+    const int64_t Mg = p->M / p->group, n = task / p->C, c = task % p->C;
     int64_t hp, wp;
     const int copy = bg__conv_direct_copy(p, &hp, &wp);
-    const bg__window win =
-        copy ? bg__window_make(hp, wp, OW, p->KH, p->KW, p->stride_h, p->stride_w, p->dil_h,
-                               p->dil_w, 0, 0)
-             : bg__window_make(p->H, p->W, OW, p->KH, p->KW, p->stride_h, p->stride_w,
-                               p->dil_h, p->dil_w, 0, 0);
-    const float *x = d->X + (n * p->C + c) * p->H * p->W;
+    const float *x = t->X + (n * p->C + c) * p->H * p->W;
     if (copy) {
         float *padded = bg__align64(workspace);
         bg__pad_plane(p, x, hp, wp, padded);
         x = padded;
     }
+    bg__dw_plane d = {x, NULL, copy ? wp : p->W, p->OH, p->OW, p->KH, p->KW,
+                      p->stride_h, p->stride_w, p->dil_h, p->dil_w,
+                      bg__epilogue_active(t->ep) ? t->ep : NULL, {NULL, NULL, 1.0f, 0.0f}};
     for (int64_t m = c * Mg; m < (c + 1) * Mg; ++m) {
-        const float *w = d->Wt + m * p->KH * p->KW;
-        float *y = d->Y + (n * p->M + m) * p->OH * OW;
+        d.w = t->Wt + m * p->KH * p->KW;
         /* The bias and scale are per output channel: one value for the whole plane. */
-        const bg__row_affine r = {NULL, NULL,
-                                  d->ep && d->ep->scale ? d->ep->scale[m] : 1.0f,
-                                  d->ep && d->ep->bias ? d->ep->bias[m] : 0.0f};
-        for (int64_t oh = 0; oh < p->OH; ++oh) {
-            bg__window_row(&win, BG__WIN_WSUM, x, w, oh, y + oh * OW);
-            if (epilogue) bg__epilogue_row(y + oh * OW, OW, &r, d->ep);
-        }
+        d.affine.scale_scalar = t->ep && t->ep->scale ? t->ep->scale[m] : 1.0f;
+        d.affine.bias_scalar = t->ep && t->ep->bias ? t->ep->bias[m] : 0.0f;
+        bg__dw_plane_run(&d, t->Y + (n * p->M + m) * p->OH * p->OW);
     }
 }
 

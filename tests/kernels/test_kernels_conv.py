@@ -81,6 +81,11 @@ CASES = {
         1, 2, 9, 90, 2, (3, 5), group=2, stride=(2, 2), dil=(1, 3), pads=(1, 2, 1, 3)
     ),
     "depth_multiplier2": Conv(1, 4, 9, 9, 8, (3, 3), group=4, pads=(0, 1, 1, 0)),
+    # Row widths between whole vector steps: 17 (8 + 8 + an overlapping 8), 30 (24 + an
+    # overlapping 8), 45 (32 + an overlapping 16), at stride 1 and 2.
+    "depthwise_ow30": Conv(2, 3, 6, 30, 3, (3, 3), group=3, pads=(1, 1, 1, 1), act=ACT_CLIP),
+    "depthwise_ow17_s2": Conv(1, 2, 7, 34, 2, (3, 3), group=2, stride=(2, 2), pads=(1, 1, 1, 1)),
+    "depthwise_ow45": Conv(1, 2, 5, 45, 4, (3, 3), group=2, pads=(1, 1, 1, 1), act=ACT_TANH),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     # Stride 1 with packed filters takes the shifted form (bg_conv.h): two bands of rows,
     # a row-edge tile (M = 62), dilation with asymmetric pads, groups, a batch.
