@@ -18,6 +18,8 @@ from collections.abc import Mapping
 _MR, _NR, _KC, _MC, _NC = 4, 24, 256, 128, 3072
 # bg_conv.h: a band's product in the shifted form (BG__CONV_BAND_FLOATS)
 _CONV_BAND_FLOATS = 48 * 1024
+# bg_conv.h: the largest K of a strided convolution in the shifted form
+_CONV_STRIDED_MAX_K = 288
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -71,19 +73,20 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
 
 
 def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
-    """bg__conv_shift_plan / bg__conv_shift_floats: a stride-1 convolution whose GEMM reads
-    a padded copy of the image in place, in bands of output rows (0 when the packed form is
-    the one chosen)."""
+    """bg__conv_shift_plan / bg__conv_shift_floats: a convolution whose GEMM reads a padded
+    copy of the image (split into stride x stride phase planes) in place, in bands of output
+    rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
-    taps, oh, ow = p["KH"] * p["KW"], p["OH"], p["OW"]
-    if p["stride_h"] != 1 or p["stride_w"] != 1 or taps == 1 or cg == 1:
+    taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
+    if taps == 1 or cg == 1 or ((sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K):
         return 0
-    hp = oh + (p["KH"] - 1) * p["dil_h"]
-    wp = ow + (p["KW"] - 1) * p["dil_w"]
-    band_rows = min(oh, max(1, _CONV_BAND_FLOATS // (mg * wp)))
+    hp = (oh - 1) * sh + (p["KH"] - 1) * p["dil_h"] + 1
+    wp = (ow - 1) * sw + (p["KW"] - 1) * p["dil_w"] + 1
+    hq, wq = -(-hp // sh), -(-wp // sw)  # a phase plane
+    band_rows = min(oh, max(1, _CONV_BAND_FLOATS // (mg * wq)))
 
     def columns(rows: int) -> int:
-        return (rows - 1) * wp + ow
+        return (rows - 1) * wq + ow
 
     k, n, rows = cg * taps, oh * ow, _round_up(mg, _MR)
     tiles = oh // band_rows * _round_up(columns(band_rows), _NR)
@@ -91,7 +94,7 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
         tiles += _round_up(columns(oh % band_rows), _NR)
     if tiles * rows * k + 4 * mg * n >= _round_up(n, _NR) * rows * k + 12 * n * k:
         return 0
-    image = _round_up(cg * hp * wp + _NR, 16)
+    image = _round_up(cg * sh * sw * hq * wq + _NR, 16)
     product = _round_up(mg * columns(band_rows), 16)
     return (image + product + 2 * k) * 4 + 64
 
