@@ -87,6 +87,15 @@ static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, 
     }
 }
 
+/* The direct (sliding window) form: one input channel per group and fewer than 8 output
+ * channels each. With more (a single-channel image into many filters, an STFT as a
+ * convolution) the GEMM form shares each loaded input among its rows of filters. */
+#define BG__CONV_DIRECT_MAX_MG 8
+static inline int bg__conv_is_direct(const bg_conv2d_params *p)
+{
+    return p->C / p->group == 1 && p->M / p->group < BG__CONV_DIRECT_MAX_MG;
+}
+
 static inline int bg__conv_is_pointwise(const bg_conv2d_params *p)
 {
     return p->KH == 1 && p->KW == 1 && p->stride_h == 1 && p->stride_w == 1 &&
@@ -148,7 +157,7 @@ static inline int bg__conv_shift_plan(const bg_conv2d_params *p, bg__conv_shift 
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group, OH = p->OH, N = OH * p->OW;
     const int64_t K = Cg * p->KH * p->KW, NR = BG_GEMM_NR;
     const int64_t sh = p->stride_h, sw = p->stride_w;
-    if (!BG_CONV_SHIFTED || p->KH * p->KW == 1 || Cg == 1) return 0;
+    if (!BG_CONV_SHIFTED || p->KH * p->KW == 1 || bg__conv_is_direct(p)) return 0;
     /* Strided, the taps read s*s phase planes: measured 1.03-1.2x faster up to 32 channels
      * of 3x3 (and a 7x7 stem), 0.87-1.0x from 64 on. */
     if ((sh > 1 || sw > 1) && K > BG__CONV_STRIDED_MAX_K) return 0;
@@ -177,7 +186,7 @@ static inline int64_t bg__conv_shift_floats(const bg_conv2d_params *p, const bg_
 BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
-    if (Cg == 1) {
+    if (bg__conv_is_direct(p)) {
         int64_t hp, wp;
         if (!bg__conv_direct_copy(p, &hp, &wp)) return 0;
         return (size_t)(hp * wp) * sizeof(float) + 64;
@@ -521,27 +530,27 @@ static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const flo
 BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt,
                       const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
-    if (p->C / p->group == 1)
+    if (bg__conv_is_direct(p))
         bg__conv2d_direct(p, X, Wt, ep, Y, workspace, pool);
     else
         bg__conv2d_gemm(p, X, Wt, NULL, ep, Y, workspace, pool);
 }
 
 /* ---- Filters packed once (at create) into the GEMM's A panels, per group ----
- * Only the GEMM form packs: a convolution with one input channel per group (depthwise)
- * reads its filters in place (0 bytes; bg_conv2d_prepacked then needs the original). */
+ * Only the GEMM form packs: the direct form (depthwise) reads its filters in place (0
+ * bytes; bg_conv2d_prepacked then needs the original). */
 
 BG_API size_t bg_conv2d_packed_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
-    if (Cg == 1) return 0;
+    if (bg__conv_is_direct(p)) return 0;
     return (size_t)p->group * bg_sgemm_packed_a_bytes(Mg, Cg * p->KH * p->KW);
 }
 
 BG_API void bg_conv2d_pack_weights(const bg_conv2d_params *p, const float *Wt, void *packed)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group, Kg = Cg * p->KH * p->KW;
-    if (Cg == 1) return;
+    if (bg__conv_is_direct(p)) return;
     for (int64_t g = 0; g < p->group; ++g)
         bg_sgemm_pack_a(0, Mg, Kg, Wt + g * Mg * Kg, Kg,
                         (float *)packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg);

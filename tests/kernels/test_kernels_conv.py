@@ -1,8 +1,8 @@
 """bg_conv2d against onnxruntime's Conv: the implicit-im2col GEMM path (groups, strides,
 dilations, asymmetric pads, K crossing a KC slice), the shifted form of convolutions with
 packed filters (bands of output rows, phase planes for strides), the 1x1 fast path, and the
-direct path for one input channel per group (depthwise, depth multipliers, single-channel
-images)."""
+direct path for one input channel per group and few filters (depthwise, depth multipliers);
+one input channel into many filters (a single-channel image, an STFT) is a GEMM."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, conv_out, run_one_node
 from conftest import Epilogue, Kernels
 
-from buildgen.backends.c.workspace import conv2d_shifted_bytes
+from buildgen.backends.c.workspace import conv2d_is_direct, conv2d_shifted_bytes
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ CASES = {
     "depthwise_ow17_s2": Conv(1, 2, 7, 34, 2, (3, 3), group=2, stride=(2, 2), pads=(1, 1, 1, 1)),
     "depthwise_ow45": Conv(1, 2, 5, 45, 4, (3, 3), group=2, pads=(1, 1, 1, 1), act=ACT_TANH),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
+    "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
+    # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
+    "stft_as_conv": Conv(2, 1, 1, 832, 64, (1, 256), stride=(1, 128)),
     # Stride 1 with packed filters takes the shifted form (bg_conv.h): two bands of rows,
     # a row-edge tile (M = 62), dilation with asymmetric pads, groups, a batch.
     "shifted_two_bands": Conv(1, 8, 30, 33, 62, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
@@ -182,8 +185,17 @@ def test_shifted_form_is_chosen_where_it_pays() -> None:
              Conv(1, 16, 112, 112, 16, (3, 3), pads=(1, 1, 1, 1)),
              Conv(1, 64, 28, 28, 64, (3, 3), pads=(1, 1, 1, 1))]
     keeps = [Conv(1, 64, 56, 56, 64, (1, 1), stride=(2, 2)),
-              Conv(1, 64, 56, 56, 128, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
-              Conv(1, 64, 56, 56, 64, (1, 1)),
-              Conv(1, 64, 56, 56, 64, (3, 3), group=64, pads=(1, 1, 1, 1))]
+             Conv(1, 64, 56, 56, 128, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+             Conv(1, 64, 56, 56, 64, (1, 1)),
+             Conv(1, 64, 56, 56, 64, (3, 3), group=64, pads=(1, 1, 1, 1))]
     assert all(conv2d_shifted_bytes(_fields(c)) > 0 for c in takes)
     assert not any(conv2d_shifted_bytes(_fields(c)) for c in keeps)
+
+
+def test_one_channel_into_many_filters_is_a_gemm() -> None:
+    """Depthwise and small depth multipliers run the sliding window; from 8 filters per
+    input channel the GEMM form (its filters packed at create) shares every input load."""
+    assert conv2d_is_direct(_fields(CASES["depthwise"]))
+    assert conv2d_is_direct(_fields(CASES["depth_multiplier7"]))
+    assert not conv2d_is_direct(_fields(CASES["single_channel_image"]))
+    assert not conv2d_is_direct(_fields(CASES["stft_as_conv"]))

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 _MR, _NR, _KC, _MC, _NC = 4, 24, 256, 128, 3072
 # bg_conv.h: a band's product in the shifted form (BG__CONV_BAND_FLOATS)
 _CONV_BAND_FLOATS = 48 * 1024
+# bg_conv.h: output channels per group from which one-input-channel groups run as a GEMM
+_CONV_DIRECT_MAX_MG = 8
 # bg_conv.h: the largest K of a strided convolution in the shifted form
 _CONV_STRIDED_MAX_K = 288
 
@@ -47,10 +49,16 @@ def sgemm_packed_a_bytes(m: int, k: int) -> int:
     return _round_up(m, _MR) * k * 4 if m > 0 and k > 0 else 0
 
 
+def conv2d_is_direct(p: Mapping[str, int]) -> bool:
+    """bg__conv_is_direct: one input channel per group and fewer than 8 output channels each
+    (depthwise) run as a sliding window, not a GEMM."""
+    return p["C"] // p["group"] == 1 and p["M"] // p["group"] < _CONV_DIRECT_MAX_MG
+
+
 def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
-    """bg_conv2d_packed_bytes: each group's filters as packed A; 0 for depthwise."""
+    """bg_conv2d_packed_bytes: each group's filters as packed A; 0 for the direct form."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
-    if cg == 1:
+    if conv2d_is_direct(p):
         return 0
     return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"])
 
@@ -58,7 +66,7 @@ def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
 def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     """`p` holds the fields of the bg_conv2d_params the kernel passes (N, C, H, W, M, ...)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
-    if cg == 1:
+    if conv2d_is_direct(p):
         # depthwise: a direct loop, reading each plane through a zero-padded copy when the
         # windows reach outside the image
         hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
@@ -78,7 +86,7 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
     rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
-    if taps == 1 or cg == 1 or ((sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K):
+    if taps == 1 or conv2d_is_direct(p) or ((sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K):
         return 0
     hp = (oh - 1) * sh + (p["KH"] - 1) * p["dil_h"] + 1
     wp = (ow - 1) * sw + (p["KW"] - 1) * p["dil_w"] + 1

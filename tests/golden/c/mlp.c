@@ -80,12 +80,10 @@ static void k2_softmax(const float *restrict X, float *restrict Y)
         const float *x = X + o0 * 10;
         float *y = Y + o0 * 10;
         float max = x[0];
-        double sum = 0.0;
         for (int64_t j = 1; j < 10; ++j) max = x[j] > max ? x[j] : max;
-        for (int64_t j = 0; j < 10; ++j) {
-            y[j] = bg_expf(x[j] - max);
-            sum += y[j];
-        }
+        for (int64_t j = 0; j < 10; ++j) y[j] = bg_expf(x[j] - max);
+        double sum = 0.0;
+        for (int64_t j = 0; j < 10; ++j) sum += y[j];
         const float scale = (float)(1.0 / sum);
         for (int64_t j = 0; j < 10; ++j) y[j] *= scale;
     }
