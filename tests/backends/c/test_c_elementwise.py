@@ -139,6 +139,15 @@ OTHER = [
         ["y"],
         {"half": np.array(0.5, np.float32), "neg": np.array([-3.25], np.float32)},
     ),
+    Case(
+        "pow_constant_exponents",
+        [node("Pow", ["x", "two"], ["sq"]), node("Pow", ["x", "three"], ["cube"]),
+         node("Pow", ["x", "itwo"], ["isq"])],
+        {"x": rand(RNG, 3, 11)},
+        ["sq", "cube", "isq"],
+        {"two": np.array(2.0, np.float32), "three": np.array([3.0], np.float32),
+         "itwo": np.array(2, np.int64)},
+    ),
 ]
 
 CASES = UNARY + BINARY + OTHER
@@ -157,6 +166,13 @@ def test_matches_onnxruntime(results: CaseResults, case: Case) -> None:
 def test_scalar_weights_become_literals(results: CaseResults) -> None:
     assert "x0 * 0.5f" in results.source
     assert "- (-3.25f)" in results.source
+
+
+def test_squares_and_cubes_multiply(results: CaseResults) -> None:
+    """Pow by a constant 2 or 3 is x*x or x*x*x (onnxruntime's own forms), not a powf call
+    that keeps its loop scalar; other exponents still call powf."""
+    assert "x0 * x0 * x0" in results.source
+    assert results.source.count("powf(") == 1  # the "pow" case's tensor exponent
 
 
 def test_output_is_deterministic(results: CaseResults, tmp_path: Path) -> None:

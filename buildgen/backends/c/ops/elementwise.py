@@ -139,6 +139,14 @@ def _expr_numeric_unary(node: Node, args: Args, dtypes: Dtypes) -> str:
     return f"({a} > {zero}) - ({a} < {zero})"
 
 
+# Constant exponents (as the fused expression writes them: float literals, or integer ones
+# for an integer exponent tensor) computed by multiplication.
+_SMALL_POWERS = {
+    "2.0f": "{a} * {a}", "2": "{a} * {a}",
+    "3.0f": "{a} * {a} * {a}", "3": "{a} * {a} * {a}",
+}
+
+
 def _expr_binary(node: Node, args: Args, dtypes: Dtypes) -> str:
     a, b = args[0], args[1]
     assert a is not None and b is not None
@@ -151,6 +159,10 @@ def _expr_binary(node: Node, args: Args, dtypes: Dtypes) -> str:
     if node.op == "Mod":
         return _mod(node, a, b, dtypes[0] == DType.FLOAT32)
     if node.op == "Pow":
+        # Squares and cubes as onnxruntime computes them (x*x, x*x*x): powf is a call, which
+        # keeps the loop scalar (GPT-2's tanh GELU cubes every activation).
+        if b in _SMALL_POWERS:
+            return _SMALL_POWERS[b].format(a=a)
         exponent = b if dtypes[1] == DType.FLOAT32 else f"(float){b}"
         return f"powf({a}, {exponent})"
     assert node.op == "PRelu"
