@@ -343,9 +343,34 @@ static void bg__dw_rows_scalar(const bg__dw_plane *d, float *y)
             bg__epilogue_row(y + oh * d->OW, d->OW, &d->affine, d->ep);
 }
 
+/* Rows narrower than a vector, at stride 1: the plane read flat, as one long row (output
+ * (oh, ow) at oh*ld + ow, the columns past OW computed and dropped), a band of rows at a
+ * time through a small buffer. Each output sums the same taps in the same order. */
+#define BG__DW_FLAT_FLOATS 1024
+static void bg__dw_rows_flat(const bg__dw_plane *d, float *y)
+{
+    float flat[BG__DW_FLAT_FLOATS];
+    const int64_t band = bg__max64(1, (BG__DW_FLAT_FLOATS - d->OW) / d->ld + 1);
+    for (int64_t oh0 = 0; oh0 < d->OH; oh0 += band) {
+        const int64_t rows = bg__min64(band, d->OH - oh0);
+        bg__dw_plane line = *d;
+        line.x = d->x + oh0 * d->ld;
+        line.OH = 1;
+        line.OW = (rows - 1) * d->ld + d->OW;
+        bg__dw_rows(&line, 1, flat);
+        for (int64_t r = 0; r < rows; ++r)
+            memcpy(y + (oh0 + r) * d->OW, flat + r * d->ld, (size_t)d->OW * sizeof(float));
+    }
+}
+
 /* One (image, channel) plane's output channel through its specialised loop. */
 static void bg__dw_plane_run(const bg__dw_plane *d, float *y)
 {
+    if (d->OW < 8 && d->sh == 1 && d->sw == 1 && (d->OH - 1) * d->ld + d->OW >= 8 &&
+        d->ld + d->OW <= BG__DW_FLAT_FLOATS) {
+        bg__dw_rows_flat(d, y);
+        return;
+    }
 #if defined(__AVX2__) || defined(BG_HAVE_SHUFFLEVECTOR)
     const int vector_ok = d->OW >= 8 && (d->sw == 1 || d->sw == 2);
 #else
@@ -366,41 +391,64 @@ typedef struct bg__conv_direct {
     const float *X, *Wt;
     const bg_epilogue *ep;
     float *Y;
+    int64_t planes_per_task;
 } bg__conv_direct;
 
-/* One task per input plane (image n, channel c): its output channels, through one padded
- * copy. */
+/* Rows [0, OH) of the padded copy's interior: the input rows, shifted right by pad_left.
+ * The border (padding) is zeroed once per task, so each plane only rewrites this. */
+static inline void bg__pad_interior(const bg_conv2d_params *p, const float *x, int64_t hp,
+                                    int64_t wp, float *dst)
+{
+    const int64_t top = p->pad_top, left = p->pad_left;
+    const int64_t rows = bg__min64(p->H, hp - top), cols = bg__min64(p->W, wp - left);
+    if (cols <= 0) return;
+    for (int64_t r = 0; r < rows; ++r) memcpy(dst + (top + r) * wp + left, x + r * p->W,
+                                              (size_t)cols * sizeof(float));
+}
+
+/* A chunk of input planes (image n, channel c): each plane's output channels, through
+ * one padded copy whose border is zeroed once for the chunk. */
 static void bg__conv2d_direct_task(const void *ctx, int64_t task, void *workspace)
 {
     const bg__conv_direct *t = (const bg__conv_direct *)ctx;
     const bg_conv2d_params *p = t->p;
-    const int64_t Mg = p->M / p->group, n = task / p->C, c = task % p->C;
+    const int64_t Mg = p->M / p->group, first = task * t->planes_per_task;
+    const int64_t last = bg__min64(first + t->planes_per_task, p->N * p->C);
     int64_t hp, wp;
     const int copy = bg__conv_direct_copy(p, &hp, &wp);
-    const float *x = t->X + (n * p->C + c) * p->H * p->W;
-    if (copy) {
-        float *padded = bg__align64(workspace);
-        bg__pad_plane(p, x, hp, wp, padded);
-        x = padded;
-    }
-    bg__dw_plane d = {x, NULL, copy ? wp : p->W, p->OH, p->OW, p->KH, p->KW,
+    float *const padded = bg__align64(workspace);
+    if (copy) memset(padded, 0, (size_t)(hp * wp) * sizeof(float));
+    bg__dw_plane d = {NULL, NULL, copy ? wp : p->W, p->OH, p->OW, p->KH, p->KW,
                       p->stride_h, p->stride_w, p->dil_h, p->dil_w,
                       bg__epilogue_active(t->ep) ? t->ep : NULL, {NULL, NULL, 1.0f, 0.0f}};
-    for (int64_t m = c * Mg; m < (c + 1) * Mg; ++m) {
-        d.w = t->Wt + m * p->KH * p->KW;
-        /* The bias and scale are per output channel: one value for the whole plane. */
-        d.affine.scale_scalar = t->ep && t->ep->scale ? t->ep->scale[m] : 1.0f;
-        d.affine.bias_scalar = t->ep && t->ep->bias ? t->ep->bias[m] : 0.0f;
-        bg__dw_plane_run(&d, t->Y + (n * p->M + m) * p->OH * p->OW);
+    for (int64_t plane = first; plane < last; ++plane) {
+        const int64_t n = plane / p->C, c = plane % p->C;
+        d.x = t->X + plane * p->H * p->W;
+        if (copy) {
+            bg__pad_interior(p, d.x, hp, wp, padded);
+            d.x = padded;
+        }
+        for (int64_t m = c * Mg; m < (c + 1) * Mg; ++m) {
+            d.w = t->Wt + m * p->KH * p->KW;
+            /* The bias and scale are per output channel: one value for the whole plane. */
+            d.affine.scale_scalar = t->ep && t->ep->scale ? t->ep->scale[m] : 1.0f;
+            d.affine.bias_scalar = t->ep && t->ep->bias ? t->ep->bias[m] : 0.0f;
+            bg__dw_plane_run(&d, t->Y + (n * p->M + m) * p->OH * p->OW);
+        }
     }
 }
 
 static void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const float *Wt,
                               const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
-    const bg__conv_direct d = {p, X, Wt, ep, Y};
     const int small = p->M * p->OH * p->OW * p->KH * p->KW < BG_GEMM_PARALLEL_MIN_MACS;
-    bg_parallel(small ? NULL : pool, p->N * p->C, bg__conv2d_direct_task, &d, workspace);
+    if (small) pool = NULL;
+    /* Four chunks of planes a thread balance the load; one on one thread. */
+    const int threads = bg_threadpool_threads(pool);
+    const int64_t planes = p->N * p->C, tasks = threads > 1 ? bg__min64(planes, 4 * threads) : 1;
+    const int64_t per_task = (planes + tasks - 1) / tasks;
+    const bg__conv_direct d = {p, X, Wt, ep, Y, per_task};
+    bg_parallel(pool, (planes + per_task - 1) / per_task, bg__conv2d_direct_task, &d, workspace);
 }
 
 /* The s x s phase planes of one zero-padded input plane x (bg__conv_shift): phase (ph, pw)

@@ -87,6 +87,12 @@ CASES = {
     "depthwise_ow30": Conv(2, 3, 6, 30, 3, (3, 3), group=3, pads=(1, 1, 1, 1), act=ACT_CLIP),
     "depthwise_ow17_s2": Conv(1, 2, 7, 34, 2, (3, 3), group=2, stride=(2, 2), pads=(1, 1, 1, 1)),
     "depthwise_ow45": Conv(1, 2, 5, 45, 4, (3, 3), group=2, pads=(1, 1, 1, 1), act=ACT_TANH),
+    # Rows narrower than a vector read the plane flat: 6x6 planes, a 1-D (k x 1) filter
+    # down 300 rows, a band of rows wider than the flat buffer, dilation.
+    "depthwise_narrow": Conv(2, 6, 6, 6, 6, (3, 3), group=6, pads=(1, 1, 1, 1), act=ACT_RELU),
+    "depthwise_k_by_1": Conv(1, 4, 300, 1, 4, (5, 1), group=4, pads=(2, 0, 2, 0)),
+    "depthwise_narrow_bands": Conv(1, 2, 700, 5, 2, (3, 3), group=2, dil=(2, 1),
+                                   pads=(2, 1, 2, 1), act=ACT_CLIP),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
     # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
