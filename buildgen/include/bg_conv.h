@@ -112,6 +112,22 @@ static inline int bg__conv_direct_copy(const bg_conv2d_params *p, int64_t *hp, i
     return p->pad_top > 0 || p->pad_left > 0 || *hp > p->H || *wp > p->W;
 }
 
+/* ---- The transposed form: few output pixels, many filters ----
+ * A GEMM's tiles are MR = 4 rows (filters) by NR = 24 columns (output pixels): with 4 or 49
+ * pixels (a 1-D convolution over a short sequence, a 7x7 stage) most of each tile's columns
+ * are padding. Computing Y^T = im2col^T W^T instead puts the pixels on the 4-row side and
+ * the filters on the 24-column side (filters packed as B at create, the epilogue applied
+ * per column), then transposes the small result into Y. Each output is still one dot
+ * product over the same K slices in the same order: the same bits as the other forms. */
+static inline int bg__conv_transposed_plan(const bg_conv2d_params *p)
+{
+    if (bg__conv_is_direct(p)) return 0;
+    const int64_t Mg = p->M / p->group, N = p->OH * p->OW;
+    const int64_t lanes = bg__round_up(N, BG_GEMM_NR) * bg__round_up(Mg, BG_GEMM_MR);
+    const int64_t lanes_t = bg__round_up(N, BG_GEMM_MR) * bg__round_up(Mg, BG_GEMM_NR);
+    return 4 * lanes_t < 3 * lanes; /* a quarter fewer lanes pays for the transposes */
+}
+
 /* ---- The shifted form: a convolution whose GEMM reads B in place ----
  * At stride 1, padded to hp x wp and laid out flat, tap (c, kh, kw) of output pixel
  * (oh, ow) is element
@@ -157,7 +173,9 @@ static inline int bg__conv_shift_plan(const bg_conv2d_params *p, bg__conv_shift 
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group, OH = p->OH, N = OH * p->OW;
     const int64_t K = Cg * p->KH * p->KW, NR = BG_GEMM_NR;
     const int64_t sh = p->stride_h, sw = p->stride_w;
-    if (!BG_CONV_SHIFTED || p->KH * p->KW == 1 || bg__conv_is_direct(p)) return 0;
+    if (!BG_CONV_SHIFTED || p->KH * p->KW == 1 || bg__conv_is_direct(p) ||
+        bg__conv_transposed_plan(p))
+        return 0;
     /* Strided, the taps read s*s phase planes: measured 1.03-1.2x faster up to 32 channels
      * of 3x3 (and a 7x7 stem), 0.87-1.0x from 64 on. */
     if ((sh > 1 || sw > 1) && K > BG__CONV_STRIDED_MAX_K) return 0;
@@ -183,6 +201,16 @@ static inline int64_t bg__conv_shift_floats(const bg_conv2d_params *p, const bg_
     return s->image + s->product + 2 * (p->C / p->group) * p->KH * p->KW;
 }
 
+/* Floats of workspace the transposed form takes: the im2col matrix (none for 1x1), Y^T,
+ * then the GEMM's own. */
+static inline int64_t bg__conv_transposed_floats(const bg_conv2d_params *p)
+{
+    const int64_t Mg = p->M / p->group, N = p->OH * p->OW, K = p->C / p->group * p->KH * p->KW;
+    const int64_t cols = bg__conv_is_pointwise(p) ? 0 : bg__round_up(K * N, 16);
+    return cols + bg__round_up(N * Mg, 16) +
+           ((int64_t)bg_sgemm_workspace_bytes(N, Mg, K) + 3) / 4;
+}
+
 BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
@@ -196,7 +224,10 @@ BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
     size_t bytes = bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
                    (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
     bg__conv_shift s;
-    if (bg__conv_shift_plan(p, &s)) {
+    if (bg__conv_transposed_plan(p)) {
+        const size_t transposed = (size_t)bg__conv_transposed_floats(p) * sizeof(float) + 64;
+        if (transposed > bytes) bytes = transposed;
+    } else if (bg__conv_shift_plan(p, &s)) {
         const size_t shifted = (size_t)bg__conv_shift_floats(p, &s) * sizeof(float) + 64;
         if (shifted > bytes) bytes = shifted;
     }
@@ -516,6 +547,35 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
     }
 }
 
+/* One image-group of the transposed form; pg: its filters packed as B, epg: its epilogue
+ * (per output channel), ws: workspace of bg__conv_transposed_floats. */
+static void bg__conv2d_transposed(const bg_conv2d_params *p, const float *xg, const float *pg,
+                                  const bg_epilogue *epg, float *yg, float *ws,
+                                  bg_threadpool *pool)
+{
+    const int64_t Mg = p->M / p->group, N = p->OH * p->OW, KHW = p->KH * p->KW;
+    const int64_t K = p->C / p->group * KHW;
+    const int pointwise = bg__conv_is_pointwise(p);
+    float *const cols = ws, *const yt = ws + (pointwise ? 0 : bg__round_up(K * N, 16));
+    float *const gemm_ws = yt + bg__round_up(N * Mg, 16);
+    if (!pointwise)
+        for (int64_t k = 0; k < K; ++k)
+            bg__im2col_row(p, xg + k / KHW * p->H * p->W, k % KHW / p->KW, k % p->KW, 0, 0, N,
+                           cols + k * N);
+    bg_epilogue ept = *epg;
+    ept.bias_axis = 0; /* the output channels are Y^T's columns */
+    bg_sgemm_prepacked(1, N, Mg, K, 1.0f, pointwise ? xg : cols, N, pg, 0.0f, yt, Mg, &ept,
+                       gemm_ws, pool);
+    /* Y = (Y^T)^T in 16 x 16 blocks: a whole row or column of either would leave the cache
+     * between uses. */
+    for (int64_t m0 = 0; m0 < Mg; m0 += 16)
+        for (int64_t j0 = 0; j0 < N; j0 += 16) {
+            const int64_t m1 = bg__min64(m0 + 16, Mg), j1 = bg__min64(j0 + 16, N);
+            for (int64_t m = m0; m < m1; ++m)
+                for (int64_t j = j0; j < j1; ++j) yg[m * N + j] = yt[j * Mg + m];
+        }
+}
+
 /* The GEMM of image n, group g (task n * group + g) of a convolution's GEMM form. */
 typedef struct bg__conv_gemm {
     const bg_conv2d_params *p;
@@ -534,7 +594,10 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
     const int64_t n = task / p->group, g = task % p->group;
     const float *xg = c->X + (n * p->C + g * Cg) * p->H * p->W;
     const float *wg = c->Wt ? c->Wt + g * Mg * Kg : NULL;
-    const float *pg = c->packed ? c->packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg : NULL;
+    const int transposed = c->packed && bg__conv_transposed_plan(p);
+    const int64_t panel_rows =
+        transposed ? bg__round_up(Mg, BG_GEMM_NR) : bg__round_up(Mg, BG_GEMM_MR);
+    const float *pg = c->packed ? c->packed + g * panel_rows * Kg : NULL;
     float *yg = c->Y + (n * p->M + g * Mg) * Ng;
     bg_epilogue epg = {NULL, 1, BG_ACT_NONE, 0.0f, 0.0f, NULL};
     if (c->ep) { /* per output channel: the rows of this group's GEMM */
@@ -542,6 +605,10 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
         epg.bias_axis = 1;
         if (c->ep->bias) epg.bias = c->ep->bias + g * Mg;
         if (c->ep->scale) epg.scale = c->ep->scale + g * Mg;
+    }
+    if (transposed) {
+        bg__conv2d_transposed(p, xg, pg, &epg, yg, bg__align64(workspace), c->pool);
+        return;
     }
     bg__conv_shift shift;
     if (pg && bg__conv_shift_plan(p, &shift)) {
@@ -585,13 +652,15 @@ BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt
 }
 
 /* ---- Filters packed once (at create) into the GEMM's A panels, per group ----
- * Only the GEMM form packs: the direct form (depthwise) reads its filters in place (0
+ * (B panels in the transposed form.) Only the GEMM form packs: the direct form (depthwise) reads its filters in place (0
  * bytes; bg_conv2d_prepacked then needs the original). */
 
 BG_API size_t bg_conv2d_packed_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
     if (bg__conv_is_direct(p)) return 0;
+    if (bg__conv_transposed_plan(p)) /* as B panels: the transposed form */
+        return (size_t)p->group * bg_sgemm_packed_b_bytes(Mg, Cg * p->KH * p->KW);
     return (size_t)p->group * bg_sgemm_packed_a_bytes(Mg, Cg * p->KH * p->KW);
 }
 
@@ -599,6 +668,12 @@ BG_API void bg_conv2d_pack_weights(const bg_conv2d_params *p, const float *Wt, v
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group, Kg = Cg * p->KH * p->KW;
     if (bg__conv_is_direct(p)) return;
+    if (bg__conv_transposed_plan(p)) {
+        for (int64_t g = 0; g < p->group; ++g)
+            bg_sgemm_pack_b(1, Mg, Kg, Wt + g * Mg * Kg, Kg,
+                            (float *)packed + g * bg__round_up(Mg, BG_GEMM_NR) * Kg);
+        return;
+    }
     for (int64_t g = 0; g < p->group; ++g)
         bg_sgemm_pack_a(0, Mg, Kg, Wt + g * Mg * Kg, Kg,
                         (float *)packed + g * bg__round_up(Mg, BG_GEMM_MR) * Kg);

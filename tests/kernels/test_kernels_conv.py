@@ -13,7 +13,11 @@ import pytest
 from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, conv_out, run_one_node
 from conftest import Epilogue, Kernels
 
-from buildgen.backends.c.workspace import conv2d_is_direct, conv2d_shifted_bytes
+from buildgen.backends.c.workspace import (
+    conv2d_is_direct,
+    conv2d_is_transposed,
+    conv2d_shifted_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,15 @@ CASES = {
                                   pads=(2, 0, 1, 2)),
 }
 SHIFTED = sorted(name for name in CASES if name.startswith("shifted"))
+# Few output pixels, many filters: Y^T with the pixels on the tile's 4-row side (bg_conv.h).
+TRANSPOSED = {
+    "transposed_7x7_stage": Conv(1, 96, 7, 7, 96, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
+    "transposed_1d_short": Conv(2, 29, 1, 4, 40, (1, 3), pads=(0, 1, 0, 1), act=ACT_TANH),
+    "transposed_pointwise": Conv(1, 48, 5, 6, 70, (1, 1), act=ACT_CLIP),
+    "transposed_groups": Conv(1, 32, 3, 3, 96, (3, 3), group=2, pads=(1, 1, 1, 1)),
+    "transposed_stft": Conv(2, 1, 1, 832, 64, (1, 256), stride=(1, 128)),
+}
+CASES |= TRANSPOSED
 
 
 def run_case(k: Kernels, case: Conv, misalign: int = 0, prepacked: bool = False) -> None:
@@ -205,3 +218,29 @@ def test_one_channel_into_many_filters_is_a_gemm() -> None:
     assert conv2d_is_direct(_fields(CASES["depth_multiplier7"]))
     assert not conv2d_is_direct(_fields(CASES["single_channel_image"]))
     assert not conv2d_is_direct(_fields(CASES["stft_as_conv"]))
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSED))
+def test_transposed_form_gives_the_packed_forms_bits(kernels_any: Kernels, name: str) -> None:
+    """Y^T = im2col^T W^T (filters packed as B at create, the epilogue per column) sums each
+    output over the same K slices in the same order as the packed form: the same bits."""
+    case = CASES[name]
+    assert conv2d_is_transposed(_fields(case)), "the case no longer takes the transposed form"
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
+    wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
+    ep = Epilogue(rng.standard_normal(case.m).astype(np.float32), 0, case.act, -0.5, 0.5)
+    packed_form = np.full((case.n, case.m, *case.out_hw()), np.nan, np.float32)
+    transposed = packed_form.copy()
+    kernels_any.conv2d(case.params(), x, wt, ep, packed_form)
+    kernels_any.conv2d(case.params(), x, wt, ep, transposed, prepacked=True)
+    np.testing.assert_array_equal(transposed, packed_form)
+
+
+def test_transposed_form_is_chosen_for_few_pixels() -> None:
+    """7x7 stages and short sequences take it; 14x14 planes, where the 24-wide tiles are
+    mostly full, do not."""
+    assert conv2d_is_transposed(_fields(Conv(1, 512, 7, 7, 512, (3, 3), pads=(1, 1, 1, 1))))
+    assert conv2d_is_transposed(_fields(Conv(1, 129, 1, 4, 128, (1, 3), pads=(0, 1, 0, 1))))
+    assert not conv2d_is_transposed(_fields(Conv(1, 256, 14, 14, 256, (3, 3),
+                                                 pads=(1, 1, 1, 1))))

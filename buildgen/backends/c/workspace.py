@@ -55,11 +55,29 @@ def conv2d_is_direct(p: Mapping[str, int]) -> bool:
     return p["C"] // p["group"] == 1 and p["M"] // p["group"] < _CONV_DIRECT_MAX_MG
 
 
+def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
+    """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
+    on the GEMM tile's 4-row side (a quarter fewer padded lanes, at least)."""
+    if conv2d_is_direct(p):
+        return False
+    mg, n = p["M"] // p["group"], p["OH"] * p["OW"]
+    lanes = _round_up(n, _NR) * _round_up(mg, _MR)
+    return 4 * _round_up(n, _MR) * _round_up(mg, _NR) < 3 * lanes
+
+
+def _conv2d_is_pointwise(p: Mapping[str, int]) -> bool:
+    return (p["KH"] == p["KW"] == p["stride_h"] == p["stride_w"] == 1
+            and p["pad_top"] == p["pad_left"] == 0 and p["OH"] == p["H"] and p["OW"] == p["W"])
+
+
 def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
-    """bg_conv2d_packed_bytes: each group's filters as packed A; 0 for the direct form."""
+    """bg_conv2d_packed_bytes: each group's filters as packed A (packed B in the transposed
+    form); 0 for the direct form."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_direct(p):
         return 0
+    if conv2d_is_transposed(p):
+        return p["group"] * sgemm_packed_b_bytes(mg, cg * p["KH"] * p["KW"])
     return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"])
 
 
@@ -76,7 +94,14 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     # GEMM packing space, then one im2col row of NC-blocked output columns
     columns = p["OH"] * p["OW"]
     im2col_row = _round_up(min(columns, _NC), _NR) * 4
-    packed_form = sgemm_workspace_bytes(mg, columns, cg * p["KH"] * p["KW"]) + im2col_row
+    k = cg * p["KH"] * p["KW"]
+    packed_form = sgemm_workspace_bytes(mg, columns, k) + im2col_row
+    if conv2d_is_transposed(p):
+        # the im2col matrix (none for 1x1), Y^T, then the GEMM's own workspace
+        im2col = 0 if _conv2d_is_pointwise(p) else _round_up(k * columns, 16)
+        gemm = (sgemm_workspace_bytes(columns, mg, k) + 3) // 4
+        floats = im2col + _round_up(columns * mg, 16) + gemm
+        return max(packed_form, floats * 4 + 64)
     return max(packed_form, conv2d_shifted_bytes(p))
 
 
@@ -86,7 +111,9 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
     rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
-    if taps == 1 or conv2d_is_direct(p) or ((sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K):
+    if taps == 1 or conv2d_is_direct(p) or conv2d_is_transposed(p):
+        return 0
+    if (sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K:
         return 0
     hp = (oh - 1) * sh + (p["KH"] - 1) * p["dil_h"] + 1
     wp = (ow - 1) * sw + (p["KW"] - 1) * p["dil_w"] + 1
