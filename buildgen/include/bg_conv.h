@@ -276,6 +276,13 @@ typedef struct bg__dw_plane {
     bg__row_affine affine; /* the output channel's scale and bias */
 } bg__dw_plane;
 
+/* The activations the block applies out of line (sigmoid, tanh, leaky relu): inlined into
+ * every block copy, their polynomials multiplied the kernels' compile time. */
+__attribute__((noinline)) static void bg__dw_act8(bg_v8f *v, const bg_epilogue *ep)
+{
+    bg__act8(v, ep);
+}
+
 /* R x NV (constants: R * NV <= 8) vectors of outputs: rows oh.., columns ow.. of y. */
 __attribute__((always_inline)) static inline void
 bg__dw_block(const bg__dw_plane *d, int64_t oh, int64_t ow, int R, int NV, int64_t sw, float *y)
@@ -311,7 +318,7 @@ bg__dw_block(const bg__dw_plane *d, int64_t oh, int64_t ow, int R, int NV, int64
                     a = BG_BLEND8(a < lo, lo, a);
                     a = BG_BLEND8(a > hi, hi, a);
                 } else if (act != BG_ACT_NONE) {
-                    bg__act8(&a, d->ep);
+                    bg__dw_act8(&a, d->ep);
                 }
                 acc[r][v] = a;
             }
@@ -320,41 +327,70 @@ bg__dw_block(const bg__dw_plane *d, int64_t oh, int64_t ow, int R, int NV, int64
         for (int v = 0; v < NV; ++v) BG_STORE8(y + (oh + r) * d->OW + ow + 8 * v, acc[r][v]);
 }
 
-/* Rows oh..oh+R-1 (R a constant), every column: steps of 32, then one ending at OW. */
+/* Rows oh..oh+R-1 (R, sw constants), every column: steps of 32, then one ending at OW. */
 __attribute__((always_inline)) static inline void bg__dw_row_block(const bg__dw_plane *d,
-                                                                   int64_t oh, int R,
-                                                                   int64_t sw, float *y)
+                                                                   int64_t oh, int R, int sw,
+                                                                   float *y)
 {
     const int64_t OW = d->OW;
     int64_t ow = 0;
-    for (; ow + 32 <= OW; ow += 32) bg__dw_block(d, oh, ow, R, 4, sw, y);
+    if (R < 4) /* rows of 16 or more: four rows at once are only taken below that */
+        for (; ow + 32 <= OW; ow += 32) bg__dw_block(d, oh, ow, R, 4, sw, y);
     const int64_t rest = OW - ow, nv = (rest + 7) / 8;
     if (rest == 0) return;
     if (OW >= 8 * nv) { /* one step ending at OW */
         if (nv == 1) bg__dw_block(d, oh, OW - 8, R, 1, sw, y);
-        else if (nv == 2) bg__dw_block(d, oh, OW - 16, R, 2, sw, y);
+        else if (nv == 2 || R == 4) bg__dw_block(d, oh, OW - 16, R, 2, sw, y);
         else if (nv == 3) bg__dw_block(d, oh, OW - 24, R, 3, sw, y);
         else bg__dw_block(d, oh, OW - 32, R, 4, sw, y);
     } else { /* 8 < OW < 8 * nv (so ow = 0): whole vectors, then one ending at OW */
-        if (rest >= 24) bg__dw_block(d, oh, 0, R, 3, sw, y);
-        else if (rest >= 16) bg__dw_block(d, oh, 0, R, 2, sw, y);
+        if (rest >= 24 && R < 4) bg__dw_block(d, oh, 0, R, 3, sw, y);
+        else if (rest >= 16 && R < 4) bg__dw_block(d, oh, 0, R, 2, sw, y);
         else bg__dw_block(d, oh, 0, R, 1, sw, y);
         bg__dw_block(d, oh, OW - 8, R, 1, sw, y);
     }
 }
 
-/* Every output row of the plane (OW >= 8), at stride sw (1 or 2, a constant). */
-__attribute__((always_inline)) static inline void bg__dw_rows(const bg__dw_plane *d, int64_t sw,
-                                                              float *y)
+/* Rows [oh0, oh1) of the plane, R at a time, at stride SW: one copy per (R, SW), compiled
+ * once. (Inlined everywhere, the blocks made the kernels object's compile 13x slower at the
+ * x86-64 baseline.) */
+#define BG__DW_ROWS(R, SW)                                                                         \
+    __attribute__((noinline)) static void bg__dw_rows_##R##_##SW(const bg__dw_plane *d,           \
+                                                                 int64_t oh0, int64_t oh1,         \
+                                                                 float *y)                         \
+    {                                                                                              \
+        for (int64_t oh = oh0; oh + (R) <= oh1; oh += (R)) bg__dw_row_block(d, oh, R, SW, y);      \
+    }
+BG__DW_ROWS(1, 1)
+BG__DW_ROWS(1, 2)
+#if BG_NATIVE_V8 /* 128-bit registers hold too few accumulators for several rows */
+BG__DW_ROWS(2, 1)
+BG__DW_ROWS(4, 1)
+BG__DW_ROWS(2, 2)
+BG__DW_ROWS(4, 2)
+#endif
+#undef BG__DW_ROWS
+
+/* Every output row of the plane (OW >= 8), at stride sw (1 or 2): rows too narrow for four
+ * vectors take several at once (measured: wider rows are faster one at a time). */
+static void bg__dw_rows(const bg__dw_plane *d, int sw, float *y)
 {
-    int64_t oh = 0;
-    /* Rows too narrow for four vectors take several at once (measured: wider rows are
-     * faster one at a time). */
-    if (d->OW < 16)
-        for (; oh + 4 <= d->OH; oh += 4) bg__dw_row_block(d, oh, 4, sw, y);
-    else if (d->OW < 32)
-        for (; oh + 2 <= d->OH; oh += 2) bg__dw_row_block(d, oh, 2, sw, y);
-    for (; oh < d->OH; ++oh) bg__dw_row_block(d, oh, 1, sw, y);
+#if BG_NATIVE_V8
+    const int R = d->OW < 16 ? 4 : d->OW < 32 ? 2 : 1;
+#else
+    const int R = 1;
+#endif
+    const int64_t blocked = d->OH / R * R;
+#if BG_NATIVE_V8
+    if (R == 4 && sw == 1) bg__dw_rows_4_1(d, 0, blocked, y);
+    if (R == 2 && sw == 1) bg__dw_rows_2_1(d, 0, blocked, y);
+    if (R == 4 && sw == 2) bg__dw_rows_4_2(d, 0, blocked, y);
+    if (R == 2 && sw == 2) bg__dw_rows_2_2(d, 0, blocked, y);
+#endif
+    if (sw == 1)
+        bg__dw_rows_1_1(d, R == 1 ? 0 : blocked, d->OH, y);
+    else
+        bg__dw_rows_1_2(d, R == 1 ? 0 : blocked, d->OH, y);
 }
 
 /* The same outputs one at a time (rows narrower than a vector, strides above 2). */
@@ -411,10 +447,7 @@ static void bg__dw_plane_run(const bg__dw_plane *d, float *y)
         bg__dw_rows_scalar(d, y);
         return;
     }
-    if (d->sw == 1)
-        bg__dw_rows(d, 1, y);
-    else
-        bg__dw_rows(d, 2, y);
+    bg__dw_rows(d, (int)d->sw, y);
 }
 
 typedef struct bg__conv_direct {
