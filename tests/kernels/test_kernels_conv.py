@@ -178,21 +178,27 @@ def _fields(case: Conv) -> dict[str, int]:
     return dict(zip(names, case.params(), strict=True))
 
 
+def _assert_prepacked_gives_packed_bits(kernels: Kernels, case: Conv) -> None:
+    """bg_conv2d_prepacked (whichever form the case takes) against bg_conv2d with plain
+    filters (always the packed form): the same bits."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
+    wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
+    ep = Epilogue(rng.standard_normal(case.m).astype(np.float32), 0, case.act, -0.5, 0.5)
+    packed_form = np.full((case.n, case.m, *case.out_hw()), np.nan, np.float32)
+    other_form = packed_form.copy()
+    kernels.conv2d(case.params(), x, wt, ep, packed_form)
+    kernels.conv2d(case.params(), x, wt, ep, other_form, prepacked=True)
+    np.testing.assert_array_equal(other_form, packed_form)
+
+
 @pytest.mark.parametrize("name", SHIFTED)
 def test_shifted_form_gives_the_packed_forms_bits(kernels_any: Kernels, name: str) -> None:
     """The shifted form (packed filters) computes every tile as the packed form
     (bg_conv2d with plain filters) does: same K slices, same micro-kernel, same bits."""
     case = CASES[name]
     assert conv2d_shifted_bytes(_fields(case)) > 0, "the case no longer takes the shifted form"
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
-    wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
-    ep = Epilogue(rng.standard_normal(case.m).astype(np.float32), 0, case.act, -0.5, 0.5)
-    packed_form = np.full((case.n, case.m, *case.out_hw()), np.nan, np.float32)
-    shifted = packed_form.copy()
-    kernels_any.conv2d(case.params(), x, wt, ep, packed_form)
-    kernels_any.conv2d(case.params(), x, wt, ep, shifted, prepacked=True)
-    np.testing.assert_array_equal(shifted, packed_form)
+    _assert_prepacked_gives_packed_bits(kernels_any, case)
 
 
 def test_shifted_form_is_chosen_where_it_pays() -> None:
@@ -226,15 +232,7 @@ def test_transposed_form_gives_the_packed_forms_bits(kernels_any: Kernels, name:
     output over the same K slices in the same order as the packed form: the same bits."""
     case = CASES[name]
     assert conv2d_is_transposed(_fields(case)), "the case no longer takes the transposed form"
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((case.n, case.c, case.h, case.w)).astype(np.float32)
-    wt = rng.standard_normal((case.m, case.c // case.group, *case.k)).astype(np.float32)
-    ep = Epilogue(rng.standard_normal(case.m).astype(np.float32), 0, case.act, -0.5, 0.5)
-    packed_form = np.full((case.n, case.m, *case.out_hw()), np.nan, np.float32)
-    transposed = packed_form.copy()
-    kernels_any.conv2d(case.params(), x, wt, ep, packed_form)
-    kernels_any.conv2d(case.params(), x, wt, ep, transposed, prepacked=True)
-    np.testing.assert_array_equal(transposed, packed_form)
+    _assert_prepacked_gives_packed_bits(kernels_any, case)
 
 
 def test_transposed_form_is_chosen_for_few_pixels() -> None:
