@@ -6,8 +6,10 @@
 
 Every model is built once, for the default `c` target (one object per ISA level, the best
 the CPU runs picked at create), checked against onnxruntime (rtol 1e-3, atol 1e-4), then
-timed: buildgen (median of a few seconds of calls through buildgen.runtime) against
-onnxruntime, both with 1 thread and both with every core, in the same process. The library is
+timed: buildgen (calls through buildgen.runtime) against onnxruntime, both with 1 thread and
+both with every core, in the same process, in alternating rounds (each a ~0.2 s sample of
+each of the four; the median sample of each is reported), so that other load on the machine
+falls on all four alike. The library is
 built with the default `threads: 1`; its every-core instance is created with
 BUILDGEN_NUM_THREADS=<cores>, and its outputs must be the same bits as the 1-thread
 instance's (the thread pool's promise), or the row says so. Below the table:
@@ -27,13 +29,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import yaml
+# numpy's OpenBLAS would start a thread per core that spins after each call it threads,
+# on the cores the every-core runs need; nothing timed here uses it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "corpus"))
 sys.path.insert(0, str(REPO / "bench"))
-from corpus_build import build_all, latency, ort_session  # noqa: E402
+from corpus_build import build_all, interleaved_latency, ort_session  # noqa: E402
 from corpus_models import BY_NAME, CI, feeds, manifest_inputs, model_path  # noqa: E402
 
 EXAMPLES = yaml.safe_load((REPO / "BUILD.yaml").read_text())["models"]
@@ -88,13 +94,13 @@ def bench_model(name: str, build: Path, errors: dict[str, str]) -> Row:
         if ours[info.name].tobytes() != ours_n[info.name].tobytes():
             return Row(name, compiled.cpu_isa, 0, 0, 0, 0, f"{info.name}: threads change bits")
     args = [inputs[i.name] for i in compiled.inputs]
-    row = Row(
-        name, compiled.cpu_isa,
-        1e3 * latency(lambda: compiled(*args)),
-        1e3 * latency(lambda: one.run(None, inputs)),
-        1e3 * latency(lambda: threaded(*args)),
-        1e3 * latency(lambda: every.run(None, inputs)),
-    )
+    # Each every-core sample follows a 1-thread sample of the same engine, so that neither
+    # starts while the other engine's idle workers still spin.
+    ours_1, ours_n, ort_1, ort_n = interleaved_latency([
+        lambda: compiled(*args), lambda: threaded(*args),
+        lambda: one.run(None, inputs), lambda: every.run(None, inputs),
+    ])
+    row = Row(name, compiled.cpu_isa, 1e3 * ours_1, 1e3 * ort_1, 1e3 * ours_n, 1e3 * ort_n)
     compiled.close()
     threaded.close()
     return row

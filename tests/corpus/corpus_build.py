@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,3 +140,35 @@ def latency(run, repeats: int = 20, budget_s: float = 3.0) -> float:
         run()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+def interleaved_latency(runs: Sequence[Callable[[], object]], rounds: int = 15,
+                        budget_s: float = 8.0, sample_s: float = 0.2) -> list[float]:
+    """Median seconds per call of each of `runs`, timed in alternation: every round times
+    each once (a sample of enough calls to last about `sample_s`, after one untimed call),
+    so that load from other processes on a shared machine falls on all of them alike
+    instead of on whichever was timed while it lasted.
+
+    Samples are long, and follow each other without a pause, for two reasons measured on
+    this project's 2-core VM: a runtime's idle workers spin after a run (onnxruntime's for
+    about 40 ms), and a multi-threaded run that starts while another engine's workers spin
+    shares its cores with them (buildgen's 2-thread ShuffleNet measured 2.5x slower right
+    after onnxruntime's 2-thread run); and pausing between samples instead (to let them
+    stop) left both engines' 2-thread runs as slow as their 1-thread ones for a while
+    after each pause."""
+    calls = []
+    for run in runs:
+        run()
+        start = time.perf_counter()
+        run()
+        calls.append(max(1, int(sample_s / max(time.perf_counter() - start, 1e-7))))
+    samples: list[list[float]] = [[] for _ in runs]
+    deadline = time.perf_counter() + budget_s
+    while len(samples[0]) < rounds and (len(samples[0]) < 3 or time.perf_counter() < deadline):
+        for run, n, times in zip(runs, calls, samples, strict=True):
+            run()
+            start = time.perf_counter()
+            for _ in range(n):
+                run()
+            times.append((time.perf_counter() - start) / n)
+    return [float(np.median(times)) for times in samples]
