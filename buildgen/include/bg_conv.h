@@ -560,11 +560,14 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
             bg__phase_planes(p, x, s, image + c * sh * sw * plane);
     }
     for (int64_t i = Cg * sh * sw * plane; i < s->image; ++i) image[i] = 0.0f;
-    for (int64_t k = 0; k < Cg * KHW; ++k) {
-        const int64_t ih = k % KHW / p->KW * p->dil_h, iw = k % KHW % p->KW * p->dil_w;
-        const int64_t phase = k / KHW * sh * sw + ih % sh * sw + iw % sw;
-        rows[k] = phase * plane + ih / sh * s->wq + iw / sw;
+    /* Row k = (c, kh, kw) of the im2col matrix starts at channel c's planes plus the tap's
+     * offset: the taps' offsets once, then one add a row (a division a row cost up to a
+     * tenth of a small layer's time). */
+    for (int64_t t = 0; t < KHW; ++t) {
+        const int64_t ih = t / p->KW * p->dil_h, iw = t % p->KW * p->dil_w;
+        rows[t] = (ih % sh * sw + iw % sw) * plane + ih / sh * s->wq + iw / sw;
     }
+    for (int64_t k = KHW; k < Cg * KHW; ++k) rows[k] = rows[k - KHW] + sh * sw * plane;
     for (int64_t oh0 = 0; oh0 < OH; oh0 += s->band_rows) {
         const int64_t band = bg__min64(s->band_rows, OH - oh0);
         const int64_t n = bg__conv_band_columns(p, s, band);

@@ -1,8 +1,9 @@
 """Build tests/kernels/harness.c against bg_kernels.h and call it through ctypes.
 
 Every build uses the flags the `c` backend compiles with (-std=c11 -Wall -Wextra -Werror);
-`FLAGS` adds the variants the kernels must survive: AVX2/FMA, no -march (generic x86-64 or
-whatever the host compiler defaults to), and -O0, which catches code whose result depends on
+`FLAGS` adds the variants the kernels must survive: AVX2/FMA, AVX-512 (the GEMM's 16-wide
+pair kernel; where the CPU has it), no -march (generic x86-64 or whatever the host compiler
+defaults to), and -O0, which catches code whose result depends on
 optimisation (uninitialised reads, reliance on contraction, UB).
 """
 
@@ -25,6 +26,7 @@ BASE_FLAGS = ("-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra", "-
               "-fno-math-errno")
 FLAGS = {
     "avx2": ("-O3", "-march=x86-64-v3"),
+    "avx512": ("-O3", "-march=x86-64-v4"),
     "generic": ("-O2",),
     "O0": ("-O0",),
 }
@@ -34,13 +36,22 @@ I64P = ctypes.POINTER(ctypes.c_int64)
 i32, i64, f32 = ctypes.c_int, ctypes.c_int64, ctypes.c_float
 
 
-def host_has_avx2_fma() -> bool:
+def _cpu_flags() -> set[str]:
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    flags = next((line.split() for line in info.splitlines() if line.startswith("flags")), [])
-    return "avx2" in flags and "fma" in flags
+        return set()
+    return set(next((line.split() for line in info.splitlines() if line.startswith("flags")), []))
+
+
+def host_has_avx2_fma() -> bool:
+    return {"avx2", "fma"} <= _cpu_flags()
+
+
+# What each -march level needs of the CPU running the harness.
+_MARCH_NEEDS = {"-march=x86-64-v3": {"avx2", "fma"},
+                "-march=x86-64-v4": {"avx2", "fma", "avx512f", "avx512bw", "avx512dq",
+                                     "avx512vl"}}
 
 
 def compiler() -> str:
@@ -190,8 +201,9 @@ def kernel_builds(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], K
 
     def get(name: str) -> Kernels:
         if name not in cache:
-            if "-march=x86-64-v3" in FLAGS[name] and not host_has_avx2_fma():
-                pytest.skip("this CPU cannot run x86-64-v3 code")
+            for flag in FLAGS[name]:
+                if not _MARCH_NEEDS.get(flag, set()) <= _cpu_flags():
+                    pytest.skip(f"this CPU cannot run {flag[len('-march='):]} code")
             out = root / f"harness_{name}.so"
             compile_c(HARNESS, out, FLAGS[name])
             cache[name] = Kernels(out)
