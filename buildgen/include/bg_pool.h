@@ -37,11 +37,20 @@ static inline bg__window bg__pool_window(const bg_pool2d_params *p)
                            p->dil_w, p->pad_top, p->pad_left);
 }
 
-BG_API void bg_maxpool2d(const bg_pool2d_params *p, const float *X, float *Y)
+/* Planes [first, last) of a 2-D pooling (one task of bg__pool2d_run). */
+typedef struct bg__pool2d_job {
+    const bg_pool2d_params *p;
+    const float *X;
+    float *Y;
+    int64_t planes_per_task;
+    int average;
+} bg__pool2d_job;
+
+static void bg__maxpool2d_planes(const bg_pool2d_params *p, const float *X, float *Y,
+                                 int64_t first, int64_t last)
 {
     const bg__window win = bg__pool_window(p);
-    const int64_t planes = p->N * p->C;
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t pl = first; pl < last; ++pl) {
         const float *x = X + pl * p->H * p->W;
         float *y = Y + pl * p->OH * p->OW;
         for (int64_t oh = 0; oh < p->OH; ++oh)
@@ -49,16 +58,16 @@ BG_API void bg_maxpool2d(const bg_pool2d_params *p, const float *X, float *Y)
     }
 }
 
-BG_API void bg_avgpool2d(const bg_pool2d_params *p, const float *X, float *Y)
+static void bg__avgpool2d_planes(const bg_pool2d_params *p, const float *X, float *Y,
+                                 int64_t first, int64_t last)
 {
     const bg__window win = bg__pool_window(p);
-    const int64_t planes = p->N * p->C;
     /* The divisor counts taps inside the image, or inside the padded image. */
     const int64_t h_lo = p->count_include_pad ? -p->pad_top : 0;
     const int64_t h_hi = p->count_include_pad ? p->H + p->pad_bottom : p->H;
     const int64_t w_lo = p->count_include_pad ? -p->pad_left : 0;
     const int64_t w_hi = p->count_include_pad ? p->W + p->pad_right : p->W;
-    for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t pl = first; pl < last; ++pl) {
         const float *x = X + pl * p->H * p->W;
         float *y = Y + pl * p->OH * p->OW;
         for (int64_t oh = 0; oh < p->OH; ++oh) {
@@ -66,19 +75,68 @@ BG_API void bg_avgpool2d(const bg_pool2d_params *p, const float *X, float *Y)
             bg__window_row(&win, BG__WIN_SUM, x, NULL, oh, yr);
             const int64_t nh = bg__count_taps(oh * p->stride_h - p->pad_top, p->dil_h, p->KH,
                                               h_lo, h_hi);
-            /* Interior windows hold all KW columns; only edge columns need counting. */
+            /* Interior windows hold all KW columns: one divisor, divided 8 lanes at a time
+             * (the same correctly rounded quotients); edge columns count their own taps. */
             const float inner = (float)(nh * p->KW);
-            for (int64_t ow = 0; ow < p->OW; ++ow) {
-                if (ow >= win.ow_a && ow < win.ow_b) {
-                    yr[ow] /= inner;
-                    continue;
-                }
+            const bg_v8f vinner = BG_SPLAT8(inner);
+            int64_t ow = win.ow_a;
+            for (; ow + 8 <= win.ow_b; ow += 8) {
+                bg_v8f v;
+                BG_LOAD8(v, yr + ow);
+                v /= vinner;
+                BG_STORE8(yr + ow, v);
+            }
+            for (; ow < win.ow_b; ++ow) yr[ow] /= inner;
+            const int64_t left = bg__min64(win.ow_a, p->OW);
+            for (ow = 0; ow < p->OW; ++ow) {
+                if (ow == left) ow = bg__max64(win.ow_b, left); /* past the interior */
+                if (ow == p->OW) break;
                 const int64_t nw = bg__count_taps(ow * p->stride_w - p->pad_left, p->dil_w,
                                                   p->KW, w_lo, w_hi);
                 yr[ow] /= (float)(nh * nw);
             }
         }
     }
+}
+
+static void bg__pool2d_task(const void *ctx, int64_t task, void *ws)
+{
+    (void)ws;
+    const bg__pool2d_job *j = (const bg__pool2d_job *)ctx;
+    const int64_t first = task * j->planes_per_task;
+    const int64_t last = bg__min64(first + j->planes_per_task, j->p->N * j->p->C);
+    if (j->average)
+        bg__avgpool2d_planes(j->p, j->X, j->Y, first, last);
+    else
+        bg__maxpool2d_planes(j->p, j->X, j->Y, first, last);
+}
+
+/* Planes are independent: on a pool, chunks of them are tasks (four a thread), unless the
+ * whole pooling is too small to pay for waking the threads. */
+static void bg__pool2d_run(const bg_pool2d_params *p, const float *X, float *Y, int average,
+                           bg_threadpool *pool)
+{
+    const int64_t planes = p->N * p->C;
+    const int64_t taps = planes * p->OH * p->OW * p->KH * p->KW;
+    const int threads = taps < BG_GEMM_PARALLEL_MIN_MACS ? 1 : bg_threadpool_threads(pool);
+    const int64_t tasks = threads > 1 ? bg__min64(planes, 4 * (int64_t)threads) : 1;
+    const int64_t per_task = (planes + tasks - 1) / tasks;
+    const bg__pool2d_job job = {p, X, Y, per_task, average};
+    bg_parallel(threads > 1 ? pool : NULL, (planes + per_task - 1) / per_task,
+                bg__pool2d_task, &job, NULL);
+}
+
+/* pool: NULL, or the instance's threads (see bg_sgemm). */
+BG_API void bg_maxpool2d(const bg_pool2d_params *p, const float *X, float *Y,
+                         bg_threadpool *pool)
+{
+    bg__pool2d_run(p, X, Y, 0, pool);
+}
+
+BG_API void bg_avgpool2d(const bg_pool2d_params *p, const float *X, float *Y,
+                         bg_threadpool *pool)
+{
+    bg__pool2d_run(p, X, Y, 1, pool);
 }
 
 /* A 3-D window is the product of a 2-D (H, W) window and a 1-D window along D, and both
@@ -123,16 +181,16 @@ BG_API void bg_maxpool3d(const bg_pool3d_params *p, const float *X, float *Y, vo
 {
     bg_pool2d_params hw, d;
     bg__pool3d_passes(p, &hw, &d);
-    bg_maxpool2d(&hw, X, (float *)ws);
-    bg_maxpool2d(&d, (const float *)ws, Y);
+    bg_maxpool2d(&hw, X, (float *)ws, NULL);
+    bg_maxpool2d(&d, (const float *)ws, Y, NULL);
 }
 
 BG_API void bg_avgpool3d(const bg_pool3d_params *p, const float *X, float *Y, void *ws)
 {
     bg_pool2d_params hw, d;
     bg__pool3d_passes(p, &hw, &d);
-    bg_avgpool2d(&hw, X, (float *)ws);
-    bg_avgpool2d(&d, (const float *)ws, Y);
+    bg_avgpool2d(&hw, X, (float *)ws, NULL);
+    bg_avgpool2d(&d, (const float *)ws, Y, NULL);
 }
 
 #endif /* BG_POOL_H */

@@ -98,7 +98,7 @@ class Kernels:
         lib.h_sgemm_prepacked.restype = i32
         lib.h_conv2d.argtypes = [I64P, F32P, F32P, i32, F32P, i32, f32, f32, F32P, i64, i32, i32]
         lib.h_conv2d.restype = i32
-        lib.h_pool2d.argtypes = [I64P, i32, i32, F32P, F32P]
+        lib.h_pool2d.argtypes = [I64P, i32, i32, F32P, F32P, i32]
         lib.h_pool2d.restype = None
         lib.h_act8.argtypes = [i32, f32, f32, F32P, i64]
         lib.h_act8.restype = None
@@ -171,11 +171,13 @@ class Kernels:
         assert rc == 0, "bg_conv2d wrote past its workspace"
 
     def pool2d(
-        self, params: list[int], count_include_pad: bool, is_max: bool, x: np.ndarray, y: np.ndarray
+        self, params: list[int], count_include_pad: bool, is_max: bool, x: np.ndarray,
+        y: np.ndarray, threads: int = 1,
     ) -> None:
         p = np.asarray(params, dtype=np.int64)
         self.lib.h_pool2d(
-            p.ctypes.data_as(I64P), int(count_include_pad), int(is_max), fptr(x), fptr(y)
+            p.ctypes.data_as(I64P), int(count_include_pad), int(is_max), fptr(x), fptr(y),
+            threads,
         )
 
     def math(self, which: int, x: np.ndarray) -> np.ndarray:

@@ -125,15 +125,19 @@ int h_conv2d(const int64_t *p, const float *X, const float *Wt, int use_ep, cons
 
 /* p: N, C, H, W, OH, OW, KH, KW, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left,
  * pad_bottom, pad_right. */
-void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y);
-void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y)
+void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y,
+              int threads);
+void h_pool2d(const int64_t *p, int count_include_pad, int is_max, const float *X, float *Y,
+              int threads)
 {
     bg_pool2d_params pp = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],  p[8],
                            p[9], p[10], p[11], p[12], p[13], count_include_pad, p[14], p[15]};
+    bg_threadpool *pool = pool_new(threads, 0);
     if (is_max)
-        bg_maxpool2d(&pp, X, Y);
+        bg_maxpool2d(&pp, X, Y, pool);
     else
-        bg_avgpool2d(&pp, X, Y);
+        bg_avgpool2d(&pp, X, Y, pool);
+    bg_threadpool_destroy(pool);
 }
 
 /* The 8-lane activations on n values (n a multiple of 8), for accuracy tests. */

@@ -31,8 +31,8 @@ void module_entry(float *a, float *b, float *c, void *ws, const bg_conv2d_params
     bg_conv2d(cp, a, b, ep, c, ws, pool);
     c[3] = (float)(bg_threads_wanted(0, why, sizeof why) + bg_threadpool_threads(pool));
     bg_threadpool_destroy(pool);
-    bg_maxpool2d(pp, a, c);
-    bg_avgpool2d(pp, a, c);
+    bg_maxpool2d(pp, a, c, NULL);
+    bg_avgpool2d(pp, a, c, NULL);
     c[0] = (float)(bg_sgemm_workspace_bytes(4, 5, 6) + bg_conv2d_workspace_bytes(cp));
     c[1] = bg_gelu(a[0]) + bg_sigmoidf(a[1]) + bg_erff(a[2]);
 }

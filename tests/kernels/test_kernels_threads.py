@@ -89,6 +89,29 @@ def test_conv_bits_do_not_depend_on_threads(kernels: Kernels, name: str, prepack
         assert many.tobytes() == one.tobytes(), f"{threads} threads changed the result"
 
 
+# N, C, H, W, OH, OW, KH, KW, strides, dilations, pads (top, left, bottom, right): pools with
+# enough taps to be shared among threads (bg__pool2d_run), edges and strides included.
+POOLS = {
+    "3x3_s1_pad": [1, 64, 28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1],
+    "3x3_s2_ceil": [2, 48, 29, 29, 15, 15, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1],
+    "7x7_narrow": [1, 512, 7, 7, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+@pytest.mark.parametrize("kind", ["max", "avg", "avg_include_pad"])
+def test_pool_bits_do_not_depend_on_threads(kernels: Kernels, name: str, kind: str) -> None:
+    p = POOLS[name]
+    x = np.random.default_rng(3).standard_normal(p[0] * p[1] * p[2] * p[3]).astype(np.float32)
+    outputs = []
+    for threads in (1, *THREADS):
+        y = np.full(p[0] * p[1] * p[4] * p[5], np.nan, np.float32)
+        kernels.pool2d(p, kind == "avg_include_pad", kind == "max", x, y, threads)
+        outputs.append(y.tobytes())
+    assert not np.isnan(np.frombuffer(outputs[0], np.float32)).any()
+    assert all(o == outputs[0] for o in outputs[1:]), "threads changed the result"
+
+
 POOL_STRESS = r"""
 #include "bg_kernels.h"
 

@@ -68,10 +68,10 @@ static const bg_pool2d_params k1_maxpool_params = {
     .stride_w = 2, .dil_h = 1, .dil_w = 1, .pad_top = 0, .pad_left = 0, .count_include_pad = 0,
     .pad_bottom = 0, .pad_right = 0
 };
-static void k1_maxpool(const float *restrict X, float *restrict Y)
+static void k1_maxpool(const float *restrict X, float *restrict Y, bg_threadpool *pool)
 {
     const bg_pool2d_params *const p = &k1_maxpool_params;
-    bg_maxpool2d(p, X, Y);
+    bg_maxpool2d(p, X, Y, pool);
 }
 
 /* k2_conv_add_relu
@@ -150,7 +150,7 @@ int BG_EXPORT(conv_block__c_r0)(bg_env *env, const void *const *in, void *const 
     const float *f = g; /* view f [1,16] */
 
     k0_conv_batchnormalization_relu(x, state + 0, state + 896, r1, scratch + 0, pool); /* Conv '/conv1/Conv', BatchNormalization '/bn/BatchNormalization', Relu '/relu1/Relu' */
-    k1_maxpool(r1, p1); /* MaxPool '/pool/MaxPool' */
+    k1_maxpool(r1, p1, pool); /* MaxPool '/pool/MaxPool' */
     k2_conv_add_relu(p1, state + 960, conv2_bias, r2, scratch + 0, pool); /* Conv '/conv2/Conv', Add '/conv2/Add', Relu '/relu2/Relu' */
     k3_globalaveragepool(r2, g); /* GlobalAveragePool '/gap/GlobalAveragePool' */
     k4_gemm(f, fc_weight, fc_bias, y, scratch + 0, pool); /* Gemm '/fc/Gemm' */

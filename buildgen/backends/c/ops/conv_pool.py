@@ -232,8 +232,8 @@ def _lower_pool(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
         ("pad_bottom", g.pad_bottom),
         ("pad_right", g.pad_right),
     )
-    params = (Param("X", x, "float"), Param("Y", y, "float", is_output=True))
-    body = (f"    bg_{op}pool2d(p, X, Y);",)
+    params = (Param("X", x, "float"), Param("Y", y, "float", is_output=True), POOL)
+    body = (f"    bg_{op}pool2d(p, X, Y, pool);",)
     return Kernel(
         kernel_stem(nodes), tuple(nodes), params, body, struct=("bg_pool2d_params", fields)
     )
