@@ -541,6 +541,60 @@ static void bg__phase_planes(const bg_conv2d_params *p, const float *x, const bg
             }
 }
 
+/* The shifted form's copies, in chunks the pool's threads share: input channels into the
+ * padded (or phase) planes, and a band's output rows of output channels from the product.
+ * Copies do no arithmetic, so sharing them changes no bit; run on the caller alone, they
+ * were what the second thread waited out on small layers. */
+typedef struct bg__shift_copy {
+    const bg_conv2d_params *p;
+    const bg__conv_shift *s;
+    const float *xg;
+    float *image;
+    const float *product;
+    float *yg;
+    int64_t n, oh0, band; /* the band being copied out: product columns, first row, rows */
+    int64_t per_task;     /* channels a task */
+} bg__shift_copy;
+
+/* Below this many floats a copy runs on the caller: waking the pool would cost more. */
+#define BG__COPY_PARALLEL_MIN_FLOATS (16 * 1024)
+
+static inline int64_t bg__copy_tasks(int64_t items, int64_t floats, const bg_threadpool *pool)
+{
+    const int64_t threads = bg_threadpool_threads(pool);
+    if (threads < 2 || floats < BG__COPY_PARALLEL_MIN_FLOATS) return 1;
+    return bg__min64(items, 2 * threads);
+}
+
+static void bg__shift_pad_task(const void *ctx, int64_t task, void *ws)
+{
+    (void)ws;
+    const bg__shift_copy *t = (const bg__shift_copy *)ctx;
+    const bg_conv2d_params *p = t->p;
+    const bg__conv_shift *s = t->s;
+    const int64_t sh = p->stride_h, sw = p->stride_w, plane = s->hq * s->wq;
+    const int64_t last = bg__min64((task + 1) * t->per_task, p->C / p->group);
+    for (int64_t c = task * t->per_task; c < last; ++c) {
+        const float *x = t->xg + c * p->H * p->W;
+        if (sh == 1 && sw == 1)
+            bg__pad_plane(p, x, s->hp, s->wp, t->image + c * plane);
+        else
+            bg__phase_planes(p, x, s, t->image + c * sh * sw * plane);
+    }
+}
+
+static void bg__shift_out_task(const void *ctx, int64_t task, void *ws)
+{
+    (void)ws;
+    const bg__shift_copy *t = (const bg__shift_copy *)ctx;
+    const int64_t OH = t->p->OH, OW = t->p->OW, wq = t->s->wq;
+    const int64_t last = bg__min64((task + 1) * t->per_task, t->p->M / t->p->group);
+    for (int64_t m = task * t->per_task; m < last; ++m)
+        for (int64_t oh = 0; oh < t->band; ++oh)
+            memcpy(t->yg + (m * OH + t->oh0 + oh) * OW, t->product + m * t->n + oh * wq,
+                   (size_t)OW * sizeof(float));
+}
+
 /* One image-group of the shifted form (bg__conv_shift); pg: its packed filters, epg: its
  * epilogue (per row), ws: workspace of bg__conv_shift_floats. */
 static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *s,
@@ -552,13 +606,11 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
     const int64_t OH = p->OH, OW = p->OW;
     float *const image = ws, *const product = ws + s->image;
     int64_t *const rows = (int64_t *)(product + s->product);
-    for (int64_t c = 0; c < Cg; ++c) {
-        const float *x = xg + c * p->H * p->W;
-        if (sh == 1 && sw == 1)
-            bg__pad_plane(p, x, s->hp, s->wp, image + c * plane);
-        else
-            bg__phase_planes(p, x, s, image + c * sh * sw * plane);
-    }
+    bg__shift_copy copy = {p, s, xg, image, product, yg, 0, 0, 0, 0};
+    int64_t tasks = bg__copy_tasks(Cg, Cg * sh * sw * plane, pool);
+    copy.per_task = (Cg + tasks - 1) / tasks;
+    bg_parallel(tasks > 1 ? pool : NULL, (Cg + copy.per_task - 1) / copy.per_task,
+                bg__shift_pad_task, &copy, NULL);
     for (int64_t i = Cg * sh * sw * plane; i < s->image; ++i) image[i] = 0.0f;
     /* Row k = (c, kh, kw) of the im2col matrix starts at channel c's planes plus the tap's
      * offset: the taps' offsets once, then one add a row (a division a row cost up to a
@@ -576,10 +628,11 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
                                product, n, epg};
         /* Nothing is packed, so the GEMM's own workspace goes unused (the image is not it). */
         bg__gemm_run(&gemm, image, pool);
-        for (int64_t m = 0; m < Mg; ++m)
-            for (int64_t oh = 0; oh < band; ++oh)
-                memcpy(yg + (m * OH + oh0 + oh) * OW, product + m * n + oh * s->wq,
-                       (size_t)OW * sizeof(float));
+        copy.n = n, copy.oh0 = oh0, copy.band = band;
+        tasks = bg__copy_tasks(Mg, Mg * band * OW, pool);
+        copy.per_task = (Mg + tasks - 1) / tasks;
+        bg_parallel(tasks > 1 ? pool : NULL, (Mg + copy.per_task - 1) / copy.per_task,
+                    bg__shift_out_task, &copy, NULL);
     }
 }
 

@@ -59,6 +59,8 @@ def test_gemm_bits_do_not_depend_on_threads(
 CONVS = {
     "resnet_3x3": Conv(1, 32, 28, 28, 48, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
     "late_7x7_plane": Conv(1, 64, 7, 7, 200, (3, 3), pads=(1, 1, 1, 1)),
+    # the shifted form's phase planes, big enough to be copied on every thread
+    "strided_3x3": Conv(1, 32, 40, 40, 32, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
     "pointwise": Conv(1, 96, 20, 20, 64, (1, 1)),
     "groups_3_batch_2": Conv(2, 24, 16, 16, 30, (3, 3), group=3, stride=(2, 2),
                              pads=(1, 1, 1, 1)),
