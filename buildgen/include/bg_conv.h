@@ -556,14 +556,15 @@ typedef struct bg__shift_copy {
     int64_t per_task;     /* channels a task */
 } bg__shift_copy;
 
-/* Below this many floats a copy runs on the caller: waking the pool would cost more. */
-#define BG__COPY_PARALLEL_MIN_FLOATS (16 * 1024)
+/* A task copies at least this many floats: fewer would not pay for waking a thread. */
+#define BG__COPY_MIN_FLOATS (16 * 1024)
 
-static inline int64_t bg__copy_tasks(int64_t items, int64_t floats, const bg_threadpool *pool)
+/* Channels a copy task takes, of `items` channels of `floats_each` floats (bg_split_rows). */
+static inline int64_t bg__copy_per_task(int64_t items, int64_t floats_each,
+                                        const bg_threadpool *pool)
 {
-    const int64_t threads = bg_threadpool_threads(pool);
-    if (threads < 2 || floats < BG__COPY_PARALLEL_MIN_FLOATS) return 1;
-    return bg__min64(items, 2 * threads);
+    return bg_split_rows(items, BG__COPY_MIN_FLOATS / (floats_each > 0 ? floats_each : 1) + 1,
+                         pool);
 }
 
 static void bg__shift_pad_task(const void *ctx, int64_t task, void *ws)
@@ -607,10 +608,9 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
     float *const image = ws, *const product = ws + s->image;
     int64_t *const rows = (int64_t *)(product + s->product);
     bg__shift_copy copy = {p, s, xg, image, product, yg, 0, 0, 0, 0};
-    int64_t tasks = bg__copy_tasks(Cg, Cg * sh * sw * plane, pool);
-    copy.per_task = (Cg + tasks - 1) / tasks;
-    bg_parallel(tasks > 1 ? pool : NULL, (Cg + copy.per_task - 1) / copy.per_task,
-                bg__shift_pad_task, &copy, NULL);
+    copy.per_task = bg__copy_per_task(Cg, sh * sw * plane, pool);
+    bg_parallel(pool, (Cg + copy.per_task - 1) / copy.per_task, bg__shift_pad_task, &copy,
+                NULL);
     for (int64_t i = Cg * sh * sw * plane; i < s->image; ++i) image[i] = 0.0f;
     /* Row k = (c, kh, kw) of the im2col matrix starts at channel c's planes plus the tap's
      * offset: the taps' offsets once, then one add a row (a division a row cost up to a
@@ -629,10 +629,9 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
         /* Nothing is packed, so the GEMM's own workspace goes unused (the image is not it). */
         bg__gemm_run(&gemm, image, pool);
         copy.n = n, copy.oh0 = oh0, copy.band = band;
-        tasks = bg__copy_tasks(Mg, Mg * band * OW, pool);
-        copy.per_task = (Mg + tasks - 1) / tasks;
-        bg_parallel(tasks > 1 ? pool : NULL, (Mg + copy.per_task - 1) / copy.per_task,
-                    bg__shift_out_task, &copy, NULL);
+        copy.per_task = bg__copy_per_task(Mg, band * OW, pool);
+        bg_parallel(pool, (Mg + copy.per_task - 1) / copy.per_task, bg__shift_out_task, &copy,
+                    NULL);
     }
 }
 

@@ -87,14 +87,15 @@ static void bg__avgpool2d_planes(const bg_pool2d_params *p, const float *X, floa
                 BG_STORE8(yr + ow, v);
             }
             for (; ow < win.ow_b; ++ow) yr[ow] /= inner;
+            /* The edges: [0, ow_a) and [ow_b, OW) (all of the row when it has no interior). */
             const int64_t left = bg__min64(win.ow_a, p->OW);
-            for (ow = 0; ow < p->OW; ++ow) {
-                if (ow == left) ow = bg__max64(win.ow_b, left); /* past the interior */
-                if (ow == p->OW) break;
-                const int64_t nw = bg__count_taps(ow * p->stride_w - p->pad_left, p->dil_w,
-                                                  p->KW, w_lo, w_hi);
-                yr[ow] /= (float)(nh * nw);
-            }
+            const int64_t ranges[2][2] = {{0, left}, {bg__max64(win.ow_b, left), p->OW}};
+            for (int e = 0; e < 2; ++e)
+                for (ow = ranges[e][0]; ow < ranges[e][1]; ++ow) {
+                    const int64_t nw = bg__count_taps(ow * p->stride_w - p->pad_left,
+                                                      p->dil_w, p->KW, w_lo, w_hi);
+                    yr[ow] /= (float)(nh * nw);
+                }
         }
     }
 }
@@ -111,19 +112,16 @@ static void bg__pool2d_task(const void *ctx, int64_t task, void *ws)
         bg__maxpool2d_planes(j->p, j->X, j->Y, first, last);
 }
 
-/* Planes are independent: on a pool, chunks of them are tasks (four a thread), unless the
- * whole pooling is too small to pay for waking the threads. */
+/* Planes are independent: on a pool, blocks of them are tasks (bg_split_rows), each with
+ * enough taps to pay for waking a thread. */
 static void bg__pool2d_run(const bg_pool2d_params *p, const float *X, float *Y, int average,
                            bg_threadpool *pool)
 {
-    const int64_t planes = p->N * p->C;
-    const int64_t taps = planes * p->OH * p->OW * p->KH * p->KW;
-    const int threads = taps < BG_GEMM_PARALLEL_MIN_MACS ? 1 : bg_threadpool_threads(pool);
-    const int64_t tasks = threads > 1 ? bg__min64(planes, 4 * (int64_t)threads) : 1;
-    const int64_t per_task = (planes + tasks - 1) / tasks;
+    const int64_t planes = p->N * p->C, taps = p->OH * p->OW * p->KH * p->KW;
+    const int64_t grain = BG_GEMM_PARALLEL_MIN_MACS / (taps > 0 ? taps : 1) + 1;
+    const int64_t per_task = bg_split_rows(planes, grain, pool);
     const bg__pool2d_job job = {p, X, Y, per_task, average};
-    bg_parallel(threads > 1 ? pool : NULL, (planes + per_task - 1) / per_task,
-                bg__pool2d_task, &job, NULL);
+    bg_parallel(pool, (planes + per_task - 1) / per_task, bg__pool2d_task, &job, NULL);
 }
 
 /* pool: NULL, or the instance's threads (see bg_sgemm). */
