@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -55,3 +56,23 @@ def write_if_changed(path: str | os.PathLike[str], data: bytes | str) -> bool:
         pass
     write_atomic(path, payload)
     return True
+
+
+def private_folder(path: Path) -> Path | None:
+    """`path`, created mode 0700 if missing, when it is this user's own and no one else may
+    write in it (a folder whose files buildgen runs or trusts); else None."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path if owned_privately(path) else None
+
+
+def owned_privately(path: Path) -> bool:
+    """`path` exists, is no symlink, belongs to this user and only they may write it."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            and not stat.S_ISLNK(info.st_mode))

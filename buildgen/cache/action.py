@@ -37,10 +37,6 @@ class UsageError(ValueError):
     pass
 
 
-# The archive rule's name, and the suffix of the folder it writes in (buildgen/ninja/rules.py
-# emits them; the wrapper stages an archive the same way, without importing the writer).
-ARCHIVE_RULE = "ar"
-ARCHIVE_STAGING = ".partial"
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING
 
 from buildgen.cache import journal, stats
 from buildgen.cache.action import (
-    ARCHIVE_RULE,
-    ARCHIVE_STAGING,
     ActionSpec,
     UsageError,
     hidden_digests,
@@ -36,7 +34,7 @@ from buildgen.cache.action import (
 from buildgen.cache.depfile import depfile_text, parse_depfile
 from buildgen.cache.depsets import DepSets
 from buildgen.cache.keys import KeyParts, PathFrame, base_key, full_key
-from buildgen.cache.model import ActionResult, OutputFile
+from buildgen.cache.model import ARCHIVE_RULE, ARCHIVE_STAGING, ActionResult, OutputFile
 from buildgen.cache.restore import restore
 from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, load_settings
 from buildgen.cache.store import LocalStore

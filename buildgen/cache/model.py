@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+# The archive rule's name, and the suffix of the folder it writes in (buildgen/ninja/rules.py
+# emits them; the wrapper stages an archive the same way, without importing the writer).
+ARCHIVE_RULE = "ar"
+ARCHIVE_STAGING = ".partial"
+
 
 @dataclass(frozen=True)
 class OutputFile:

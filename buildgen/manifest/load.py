@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from buildgen.errors import BuildgenError, Diagnostic, SourceLocation
-from buildgen.manifest.sourcemap import NodePath, SourceMap, format_path
+from buildgen.manifest.sourcemap import NodePath, Position, Positions, SourceMap, format_path
 
 _YAML = "tag:yaml.org,2002:"
 # Scalars that map onto JSON types; SafeLoader's constructors give them their Python value.
@@ -38,6 +38,11 @@ _LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_VALUES = 100_000  # after alias and merge expansion
+# libyaml's composer (C) recurses once per level and overflows an 8 MB stack at ~25,000
+# levels; a document that provably nests less than this is composed without the event scan
+# (_check_depth) that would otherwise come first, and the converter, which sees every
+# level, refuses one deeper than MAX_DEPTH.
+_SAFE_TO_COMPOSE = 1000
 
 # libyaml's parser (PyYAML's C binding) when the wheel has it: the same events and marks as
 # the pure-Python one, about ten times faster. Its error messages differ, so a document it
@@ -91,7 +96,8 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
     if _C_LOADER is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         loader = _C_LOADER
     try:
-        _check_depth(text, file, lines, loader)
+        if nesting_bound(text, lines) > _SAFE_TO_COMPOSE:
+            _check_depth(text, file, lines, loader)
         data = converter.run(text, loader)
     except yaml.YAMLError as exc:
         if loader is not yaml.SafeLoader:  # the messages and hints are the pure-Python
@@ -99,7 +105,8 @@ def parse_yaml(text: str, file: str) -> LoadedDocument:
         raise BuildgenError(_syntax_diagnostic(exc, text, file, lines)) from None
     # Plain dicts, read-only through SourceMap's Mapping types: a MappingProxyType would stop
     # a Manifest from being copied or pickled (e.g. to a worker process).
-    source_map = SourceMap(file, lines, converter.values, converter.keys)
+    source_map = SourceMap(file, lines, Positions(file, converter.values),
+                           Positions(file, converter.keys))
     return LoadedDocument(data, source_map, tuple(converter.diagnostics))
 
 
@@ -126,8 +133,8 @@ class _Converter:
         self._loader: yaml.SafeLoader | yaml.CSafeLoader | None = None
         self._file = file
         self._lines = lines
-        self.values: dict[NodePath, SourceLocation] = {}
-        self.keys: dict[NodePath, SourceLocation] = {}
+        self.values: dict[NodePath, Position] = {}
+        self.keys: dict[NodePath, Position] = {}
         self.diagnostics: list[Diagnostic] = []
         # Ids of the collections being converted: an alias to one of them would recurse forever.
         self._active: set[int] = set()
@@ -145,6 +152,8 @@ class _Converter:
             self._loader.dispose()
 
     def convert(self, node: yaml.Node, path: NodePath) -> object:
+        if len(path) >= MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
+            raise BuildgenError(_too_deep(self._file, self._lines, node.start_mark))
         self._count += 1
         if self._count > MAX_VALUES:
             location = self._location(node.start_mark)
@@ -153,7 +162,8 @@ class _Converter:
                 "repeat what they refer to)", location,
                 "write the repeated parts out, or share them through fewer aliases",
                 self._lines[location.line - 1]))
-        self.values.setdefault(path, self._location(node.start_mark))
+        mark = node.start_mark
+        self.values.setdefault(path, (mark.line + 1, mark.column + 1))
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
         if id(node) in self._active:
@@ -185,7 +195,7 @@ class _Converter:
     def _sequence(self, node: yaml.SequenceNode, path: NodePath) -> list[object]:
         items = []
         for index, item in enumerate(node.value):
-            self.keys[path + (index,)] = self._location(item.start_mark)
+            self.keys[path + (index,)] = (item.start_mark.line + 1, item.start_mark.column + 1)
             items.append(self.convert(item, path + (index,)))
         return items
 
@@ -194,7 +204,7 @@ class _Converter:
         node: yaml.MappingNode,
         path: NodePath,
         result: dict[str, object],
-        first_seen: dict[str, SourceLocation],
+        first_seen: dict[str, Position],
         *,
         explicit: bool,
     ) -> None:
@@ -211,16 +221,16 @@ class _Converter:
             key = self._key(key_node, path)
             if key is None:
                 continue
-            key_location = self._location(key_node.start_mark)
+            mark = key_node.start_mark
             if key in first_seen:
                 if explicit:
+                    line, column = first_seen[key]
                     self._report(
-                        key_node.start_mark, path, f"duplicate key '{key}'",
-                        hint=f"'{key}' is first defined at {first_seen[key]}",
+                        mark, path, f"duplicate key '{key}'",
+                        hint=f"'{key}' is first defined at {self._file}:{line}:{column}",
                     )
                 continue
-            first_seen[key] = key_location
-            self.keys[path + (key,)] = key_location
+            first_seen[key] = self.keys[path + (key,)] = (mark.line + 1, mark.column + 1)
             result[key] = self.convert(value_node, path + (key,))
         for merged in merges:
             sources = merged.value if isinstance(merged, yaml.SequenceNode) else [merged]
@@ -268,14 +278,50 @@ def _check_depth(text: str, file: str, lines: tuple[str, ...],
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                mark = event.start_mark
-                assert mark is not None  # the parser marks every event
-                raise BuildgenError(Diagnostic(
-                    f"collections nested more than {MAX_DEPTH} deep",
-                    SourceLocation(file, mark.line + 1, mark.column + 1), None,
-                    lines[mark.line]))
+                assert event.start_mark is not None  # the parser marks every event
+                raise BuildgenError(_too_deep(file, lines, event.start_mark))
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+
+
+def _too_deep(file: str, lines: tuple[str, ...],
+              mark: yaml.error.Mark | yaml._yaml.Mark) -> Diagnostic:
+    return Diagnostic(f"collections nested more than {MAX_DEPTH} deep",
+                      SourceLocation(file, mark.line + 1, mark.column + 1), None,
+                      lines[mark.line])
+
+
+_FLOW = re.compile(r"[\[\]{}'\"#\n]")
+
+
+def nesting_bound(text: str, lines: tuple[str, ...]) -> int:
+    """An upper bound on how deep the document's collections nest, from its characters.
+
+    Block collections nest by indentation: a child starts right of its parent, or (a
+    sequence as a mapping's value) in the same column, so at most two levels per column
+    and 2 * (widest line + 1) in all. Flow collections add at most the `[`/`{` not yet
+    closed: counted over the text, where a `]`/`}` closes one only while no quote has been
+    seen in the document (a quoted scalar, perhaps over several lines, may hold brackets)
+    and not after a `#` on its line; a closer that closes nothing real (a plain block
+    scalar's `]`) can only lower the count to 0, where the true depth already is."""
+    width = max(map(len, lines), default=0)
+    open_now = deepest = 0
+    quoted = comment = False
+    for match in _FLOW.finditer(text):
+        char = match.group()
+        if char in "[{":
+            open_now += 1
+            deepest = max(deepest, open_now)
+        elif char in "]}":
+            if not quoted and not comment and open_now:
+                open_now -= 1
+        elif char == "#":
+            comment = True
+        elif char == "\n":
+            comment = False
+        else:
+            quoted = True
+    return 2 * (width + 1) + deepest
 
 
 def _syntax_diagnostic(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,9 @@ _UNSAFE = {"|": "'|'", "\n": "a newline", "\r": "a carriage return", "$": "'$'"}
 MAX_NAME = 100
 # The generated runtime and backend modules own symbols starting with this prefix.
 RESERVED_PREFIX = "bg_"
+# A model's files live in <build dir>/<model>/, beside the build dir's own folders
+# (ninja/layout.py's BUILD_FOLDERS; a test keeps the two lists equal).
+RESERVED_MODEL_NAMES = ("_shared", "_targets")
 
 
 def semantic_diagnostics(
@@ -93,6 +97,8 @@ def model_name_problem(name: str) -> str | None:
         return f"model name '{name}' is a C keyword"
     if name.startswith(RESERVED_PREFIX):
         return f"model name '{name}' starts with '{RESERVED_PREFIX}', which buildgen reserves"
+    if name in RESERVED_MODEL_NAMES:
+        return f"model name '{name}' is the name of a folder buildgen keeps in the build dir"
     if name.startswith("__") or (name.startswith("_") and name[1:2].isupper()):
         return f"model name '{name}' is reserved by the C standard"
     return None
@@ -118,7 +124,7 @@ def unsafe_character(text: str) -> str | None:
 def resolve(root: Path, text: str) -> Path:
     """A manifest path made absolute: relative paths start at the manifest's folder (``root``,
     itself absolute), never at the cwd. Symlinks are kept as written, as Ninja keeps them."""
-    return Path(os.path.normpath(root / text))
+    return Path(os.path.normpath(os.path.join(root, text)))
 
 
 def _name_diagnostic(
@@ -191,12 +197,12 @@ def _path_problems(
         return []
     resolved = resolve(root, text)
     try:
-        exists, is_file = resolved.exists(), resolved.is_file()
-    except OSError as exc:  # a name too long for the file system, a folder it cannot enter
-        return [source_map.diagnostic(path, f"cannot read {resolved}: {exc.strerror or exc}")]
-    if not exists:
+        mode = os.stat(resolved).st_mode  # one system call per model, not two
+    except (FileNotFoundError, NotADirectoryError):
         return [source_map.diagnostic(path, f"file not found: {resolved}",
                                       "relative paths start at the manifest's folder")]
-    if not is_file:
+    except OSError as exc:  # a name too long for the file system, a folder it cannot enter
+        return [source_map.diagnostic(path, f"cannot read {resolved}: {exc.strerror or exc}")]
+    if not stat.S_ISREG(mode):
         return [source_map.diagnostic(path, f"not a file: {resolved}")]
     return []

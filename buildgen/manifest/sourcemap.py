@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from buildgen.errors import Diagnostic, SourceLocation
@@ -32,6 +32,32 @@ def format_path(path: NodePath) -> str:
         else:
             text += f"[{json.dumps(part)}]"
     return text
+
+
+# A position as the loader records it: 1-based (line, column).
+Position = tuple[int, int]
+
+
+class Positions(Mapping[NodePath, SourceLocation]):
+    """Read-only path -> SourceLocation over (line, column) pairs of one file.
+
+    A manifest holds a position for every value and key (tens of thousands at 1,000
+    models) and a message looks up a handful: the loader stores plain pairs and a
+    SourceLocation is made only when one is asked for."""
+
+    def __init__(self, file: str, positions: dict[NodePath, Position]):
+        self._file = file
+        self._positions = positions
+
+    def __getitem__(self, path: NodePath) -> SourceLocation:
+        line, column = self._positions[path]
+        return SourceLocation(self._file, line, column)
+
+    def __iter__(self) -> Iterator[NodePath]:
+        return iter(self._positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
 
 
 @dataclass(frozen=True)

@@ -12,21 +12,30 @@ import difflib
 import json
 from collections.abc import Iterable
 from functools import cache
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from buildgen.errors import Diagnostic
 from buildgen.manifest.sourcemap import SourceMap
 from buildgen.resources import schemas_dir
+from buildgen.schemacheck import accepts
+
+if TYPE_CHECKING:  # jsonschema is imported only for a manifest with a problem
+    from jsonschema import Draft202012Validator, ValidationError
 
 SCHEMA_FILE = "manifest.schema.json"
 
 
 @cache
-def manifest_validator() -> Draft202012Validator:
+def manifest_schema() -> dict[str, Any]:
     schema = json.loads((schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
-    return Draft202012Validator(inline_references(schema))
+    return inline_references(schema)
+
+
+@cache
+def manifest_validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(manifest_schema())
 
 
 def inline_references(schema: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +80,8 @@ def _inline(node: Any, inlined: dict[str, Any]) -> Any:
 
 def schema_diagnostics(data: object, source_map: SourceMap) -> list[Diagnostic]:
     """Every schema violation in ``data``, one diagnostic per problem (unsorted)."""
+    if accepts(manifest_schema(), data):  # the usual case, without jsonschema (schemacheck.py)
+        return []
     diagnostics: list[Diagnostic] = []
     for error in manifest_validator().iter_errors(data):
         diagnostics.extend(_convert(error, source_map))

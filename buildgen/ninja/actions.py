@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from buildgen.codegen.isa import isa_arguments, isa_plan
 from buildgen.codegen.profile import timed
@@ -26,7 +27,8 @@ from buildgen.ninja.layout import (
     SOURCE_EXTENSIONS,
     ModelFiles,
     TargetFiles,
-    compile_units,
+    unit_object,
+    unit_toolchains,
 )
 from buildgen.ninja.plan import Action, BuildPlan, Phony, Pool
 from buildgen.ninja.shared_modules import add_shared_kernels
@@ -62,13 +64,16 @@ def _plan_build(
 ) -> BuildPlan:
     actions: list[Action] = [_gen_action(ctx, gen_outputs)]
     phonies: list[Phony] = []
+    shapes = {name: _TargetShape.of(targets[name])
+              for name in sorted({t for model in models for t in model.targets})}
     for model in models:
         if model.name == ALL:
             raise BuildgenError(f"model name {ALL!r} clashes with the build's default target")
         actions.append(_import_action(model, ctx))
         for target_name in model.targets:
             files = TargetFiles(model.name, target_name)
-            actions += _target_actions(model, targets[target_name], files, ctx)
+            actions += _target_actions(model, targets[target_name], shapes[target_name], files,
+                                       ctx)
             phonies.append(Phony(files.phony, _products(files)))
         target_phonies = tuple(TargetFiles(model.name, t).phony for t in model.targets)
         phonies.append(Phony(model.name, target_phonies))
@@ -131,24 +136,57 @@ def _import_action(model: ModelSpec, ctx: GenContext) -> Action:
     )
 
 
+@dataclass(frozen=True)
+class _TargetShape:
+    """What the actions of every model built for one target share, worked out once per
+    target rather than once per model (a large manifest names few targets)."""
+
+    host: Toolchain
+    weights: Toolchain  # the host's, with only the flags an object of data needs
+    # (backend, its toolchain, its compiles: (ISA level or None, toolchain) per object)
+    backends: tuple[tuple[str, Toolchain, tuple[tuple[str | None, Toolchain], ...]], ...]
+    device_includes: tuple[str, ...]
+    isa_args: tuple[str, ...]
+    rules_digest: str
+    ldflags: tuple[str, ...]
+
+    @staticmethod
+    def of(target: ResolvedTarget) -> _TargetShape:
+        from buildgen.partition.tables import tables_digest
+
+        host = target.toolchain(target.host_kind)
+        backends = []
+        for backend in target.backends:
+            toolchain = target.toolchain(backend)
+            if toolchain.language not in SOURCE_EXTENSIONS:
+                raise BuildgenError(
+                    f"backend {backend!r} declares language {toolchain.language!r}; buildgen "
+                    f"compiles {', '.join(sorted(SOURCE_EXTENSIONS))}"
+                )
+            backends.append((backend, toolchain, unit_toolchains(toolchain)))
+        # The launcher (ccache) never runs weights.S's compile: see _compile.
+        weights = dataclasses.replace(host, cflags=_data_flags(host.cflags), launcher=())
+        return _TargetShape(
+            host, weights, tuple(backends), _device_includes(target),
+            isa_arguments(isa_plan(target)), tables_digest(target.backends),
+            _link_flags(target),
+        )
+
+
 def _target_actions(
-    model: ModelSpec, target: ResolvedTarget, files: TargetFiles, ctx: GenContext
+    model: ModelSpec, target: ResolvedTarget, shape: _TargetShape, files: TargetFiles,
+    ctx: GenContext,
 ) -> list[Action]:
     graph = ModelFiles(model.name)
-    actions = [_partition_action(model, target, files, graph, ctx)]
+    actions = [_partition_action(model, shape, files, graph, ctx)]
     objects: list[str] = []
-    host = target.toolchain(target.host_kind)
     includes = ("-I" + ctx.path(ctx.include_dir), "-I" + files.include_dir)
-    for backend in target.backends:
-        toolchain = target.toolchain(backend)
-        if toolchain.language not in SOURCE_EXTENSIONS:
-            raise BuildgenError(
-                f"backend {backend!r} declares language {toolchain.language!r}; buildgen "
-                f"compiles {', '.join(sorted(SOURCE_EXTENSIONS))}"
-            )
+    for backend, toolchain, units in shape.backends:
         source = files.backend_source(backend, toolchain.language)
         actions.append(_codegen_action(model, backend, source, files, graph, ctx))
-        for obj, unit_toolchain in compile_units(files.obj(backend), toolchain):
+        module = files.obj(backend)
+        for level, unit_toolchain in units:
+            obj = unit_object(module, level)
             objects.append(obj)
             actions.append(_compile(source, obj, unit_toolchain, includes, files))
     actions.append(
@@ -160,25 +198,22 @@ def _target_actions(
             variables=(("args", (
                 "--model", model.name, "--graph", graph.graph, "--partition", files.partition,
                 "--weights-path", graph.weights, "--source", files.executor_source,
-                "--header", files.header, "--asm", files.weights_asm,
-                *isa_arguments(isa_plan(target)),
+                "--header", files.header, "--asm", files.weights_asm, *shape.isa_args,
                 *(("--profile",) if timed(target) else ()),
             )),),
         )
     )
     objects.append(files.obj("model"))
     # model.c calls the device's runtime (its C API) when a region runs there.
-    executor_includes = (*includes, *_device_includes(target))
+    executor_includes = (*includes, *shape.device_includes)
     actions.append(
-        _compile(files.executor_source, files.obj("model"), host, executor_includes, files)
+        _compile(files.executor_source, files.obj("model"), shape.host, executor_includes, files)
     )
     objects.append(files.obj("weights"))
     # .incbin is invisible to the compiler's depfile, so weights.bin is declared here.
-    data = dataclasses.replace(host, cflags=_data_flags(host.cflags))
-    actions.append(
-        _compile(files.weights_asm, files.obj("weights"), data, includes, files, (graph.weights,))
-    )
-    actions += _link_actions(target, host, objects, files)
+    actions.append(_compile(files.weights_asm, files.obj("weights"), shape.weights, includes,
+                            files, (graph.weights,)))
+    actions += _link_actions(shape, objects, files)
     # The report, like the partition, reads the code-affecting view of the target: it
     # describes what runs where and the memory it takes, which no compile flag changes.
     actions.append(
@@ -192,7 +227,7 @@ def _target_actions(
                 "--graph", graph.graph, "--constants", graph.constants,
                 "--weights", graph.weights, "--partition", files.partition,
                 "--json", files.report_json, "--md", files.report_md,
-                "--depfile", f"{files.report_json}.d", *isa_arguments(isa_plan(target)),
+                "--depfile", f"{files.report_json}.d", *shape.isa_args,
             )), ("dep", f"{files.report_json}.d")),
         )
     )
@@ -226,11 +261,9 @@ def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFi
 
 
 def _partition_action(
-    model: ModelSpec, target: ResolvedTarget, files: TargetFiles, graph: ModelFiles,
+    model: ModelSpec, shape: _TargetShape, files: TargetFiles, graph: ModelFiles,
     ctx: GenContext,
 ) -> Action:
-    from buildgen.partition.tables import tables_digest
-
     options = model.partition
     # The priority policy reads the target restricted to partition-affecting attributes, so
     # a compile flag re-runs no partition. The cost policy reads all of it: every option
@@ -247,7 +280,7 @@ def _partition_action(
     args += ["--policy", options.policy]
     # The pattern tables and cost models of the target's kinds live in rules files: their
     # digest on the command line re-runs the partition when one changes.
-    args += ["--rules-digest", tables_digest(target.backends)]
+    args += ["--rules-digest", shape.rules_digest]
     if options.records is not None and options.policy == "cost":
         args += ["--records", ctx.path(options.records)]
         inputs.append(ctx.path(options.records))
@@ -292,7 +325,7 @@ def _compile(
     # The launcher (ccache) runs the compiler, never the link. A compile that reads files
     # its preprocessor does not see (`implicit`: weights.S's .incbin) runs without it: a
     # launcher keys its cache on the preprocessed source and would miss those files.
-    if implicit:
+    if implicit and toolchain.launcher:
         toolchain = dataclasses.replace(toolchain, launcher=())
     return Action(
         rule=rules.COMPILE.name,
@@ -308,9 +341,7 @@ def _compile(
     )
 
 
-def _link_actions(
-    target: ResolvedTarget, host: Toolchain, objects: list[str], files: TargetFiles
-) -> list[Action]:
+def _link_flags(target: ResolvedTarget) -> tuple[str, ...]:
     # Accelerators' libraries first, then the host's. Flags are kept as whole per-backend
     # groups (a flag may take the next one as its value); only a repeated group is dropped.
     groups: list[tuple[str, ...]] = []
@@ -318,7 +349,10 @@ def _link_actions(
         group = target.toolchain(backend).ldflags
         if group not in groups:
             groups.append(group)
-    ldflags = [flag for group in groups for flag in group]
+    return tuple(flag for group in groups for flag in group)
+
+
+def _link_actions(shape: _TargetShape, objects: list[str], files: TargetFiles) -> list[Action]:
     lib = files.shared_lib.rsplit("/", 1)[-1]
     archive = files.static_lib.rsplit("/", 1)[-1]
     return [
@@ -327,7 +361,7 @@ def _link_actions(
             outputs=(files.shared_lib,),
             inputs=tuple(objects),
             description=f"LINK {files.label} {lib}",
-            variables=(("ld", (host.cc,)), ("ldflags", tuple(ldflags))),
+            variables=(("ld", (shape.host.cc,)), ("ldflags", shape.ldflags)),
         ),
         Action(
             rule=rules.ARCHIVE.name,

@@ -72,9 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
     build_dir = fresh_build_dir(args.manifest, args.build_dir)
     if build_dir is None:
+        from buildgen.ninja.context import start_probing
+
+        probe = start_probing()  # as in cli_gen: while gen's modules import
         from buildgen.ninja.gen import generate
 
-        build_dir = generate(args.manifest, args.build_dir).build_dir
+        build_dir = generate(args.manifest, args.build_dir, probe).build_dir
         write_stamp(args.manifest, args.build_dir, build_dir)
     cached, state, jobs = _prepare_cache(build_dir)
     offset = journal.journal_size(build_dir)

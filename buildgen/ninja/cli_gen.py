@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from buildgen.ninja.cli_common import add_manifest_arguments
-from buildgen.ninja.gen import generate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,5 +12,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    generate(args.manifest, args.build_dir)
+    # The probe (a child interpreter) first, so that it runs while gen's modules import.
+    from buildgen.ninja.context import start_probing
+
+    probe = start_probing()
+    from buildgen.ninja.gen import generate
+
+    generate(args.manifest, args.build_dir, probe)
     return 0

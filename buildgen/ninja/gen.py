@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from buildgen.manifest import Manifest, load_manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.build_dir import checked_build_dir
-from buildgen.ninja.context import current_context, start_probing
+from buildgen.ninja.context import InstallationProbe, current_context, start_probing
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
@@ -37,13 +39,34 @@ class GenResult:
     changed: tuple[str, ...]  # files rewritten this time, relative to the build dir
 
 
-def generate(manifest_path: Path, build_dir: Path | None = None) -> GenResult:
+def generate(manifest_path: Path, build_dir: Path | None = None,
+             probe: InstallationProbe | None = None) -> GenResult:
     """Load and check the manifest, resolve its targets, write the build files.
 
     build.ninja is written last, so an interrupted gen never leaves a build.ninja that
-    names option files which do not exist yet.
+    names option files which do not exist yet. `probe`: one the caller started earlier.
     """
-    probe = start_probing()
+    with _collector_paused():
+        return _generate(manifest_path, build_dir, probe or start_probing())
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """gen makes about a million small objects (the manifest's values and positions, the
+    plan's actions, build.ninja's lines) and keeps nearly all of them until it returns, so
+    each pass of the cyclic collector walks a growing heap and frees nothing: ~10% of gen
+    at 1,000 models. Reference counting still frees what gen drops."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _generate(manifest_path: Path, build_dir: Path | None, probe: InstallationProbe
+              ) -> GenResult:
     try:
         manifest = load_manifest(manifest_path, is_known_target)
     except BuildgenError as exc:

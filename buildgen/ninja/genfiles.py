@@ -1,5 +1,5 @@
-"""The files gen writes besides build.ninja: per model and target, the resolved target and
-what code generation may depend on.
+"""The files gen writes besides build.ninja: per target, the resolved target and what code
+generation may depend on (the same for every model that names the target).
 
 They are written with write_if_changed: a manifest edit that does not change a target's
 meaning leaves them (and everything built from them) untouched.
@@ -18,22 +18,20 @@ from buildgen.targets import ResolvedTarget
 def gen_files(
     models: Sequence[ModelSpec], targets: Mapping[str, ResolvedTarget]
 ) -> dict[str, str]:
-    """Path (relative to the build dir) -> text, for every model and target."""
-    texts = {name: _target_texts(target) for name, target in targets.items()}
+    """Path (relative to the build dir) -> text, for every target a model names."""
     out: dict[str, str] = {}
-    for model in models:
-        for name in model.targets:
-            files = TargetFiles(model.name, name)
-            whole, view, options = texts[name]
-            out[files.target_file] = whole
-            out[files.codegen_target_file] = view
-            for backend, text in options:
-                out[files.options(backend)] = text
+    for name in sorted({name for model in models for name in model.targets}):
+        files = TargetFiles("", name)  # the target's own files name no model
+        whole, view, options = _target_texts(targets[name])
+        out[files.target_file] = whole
+        out[files.codegen_target_file] = view
+        for backend, text in options:
+            out[files.options(backend)] = text
     return dict(sorted(out.items()))
 
 
 def _target_texts(target: ResolvedTarget) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    """A target's files, the same for every model that names it: formatted once."""
+    """A target's files: the whole target, its partition view, each backend's options."""
     options = tuple((backend, dump_options(backend, target.codegen_options(backend)))
                     for backend in target.backends)
     return target.canonical_json(), codegen_view(target).canonical_json(), options

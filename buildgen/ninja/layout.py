@@ -1,9 +1,9 @@
 """Where every file of a build lives, relative to the build directory (ninja's cwd).
 
     <model>/graph.json, <model>/weights.bin          import
-    <model>/<target>/target.json                     gen: the canonical resolved target
-    <model>/<target>/options/target.json             gen: the target, code-affecting attributes only
-    <model>/<target>/options/<backend>.json          gen: one backend's codegen options
+    _targets/<target>/target.json                    gen: the canonical resolved target
+    _targets/<target>/options/target.json            gen: the target, code-affecting attributes only
+    _targets/<target>/options/<backend>.json         gen: one backend's codegen options
     <model>/<target>/partition.json                  partition
     <model>/<target>/src/<backend>.<ext>             codegen, one per backend of the target
     <model>/<target>/src/model.c, src/weights.S      executor
@@ -14,7 +14,11 @@
 
 One place for these names keeps the planner, the stages' command lines and the tests in
 agreement. Model names are C identifiers and target names are [A-Za-z][A-Za-z0-9_-]*
-(the manifest checks both), so they are safe as folder names.
+(the manifest checks both), so they are safe as folder names; the manifest refuses a model
+named like one of the build dir's own folders (BUILD_FOLDERS).
+
+A target's files are the same for every model that names it, so gen writes them once per
+target, not once per model and target (at 1,000 models: 3 files instead of 3,000).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ if TYPE_CHECKING:
 BUILD_NINJA = "build.ninja"
 # Kernels compiled once for every library of a build (shared_modules.py): _shared/<kind>-<id>/.
 SHARED_DIR = "_shared"
+# What gen writes once per target (TargetFiles.target_file, .options).
+TARGETS_DIR = "_targets"
+BUILD_FOLDERS = (SHARED_DIR, TARGETS_DIR)
 
 
 def shared_kernels_folder(kind: str, toolchain_id: str) -> str:
@@ -73,6 +80,9 @@ class TargetFiles:
     def _at(self, name: str) -> str:
         return f"{self.model}/{self.target}/{name}"
 
+    def _of_target(self, name: str) -> str:
+        return f"{TARGETS_DIR}/{self.target}/{name}"
+
     @property
     def label(self) -> str:
         """How descriptions and phony targets name this pair."""
@@ -84,14 +94,14 @@ class TargetFiles:
 
     @property
     def target_file(self) -> str:
-        return self._at("target.json")
+        return self._of_target("target.json")
 
     @property
     def codegen_target_file(self) -> str:
-        return self._at("options/target.json")
+        return self._of_target("options/target.json")
 
     def options(self, backend: str) -> str:
-        return self._at(f"options/{backend}.json")
+        return self._of_target(f"options/{backend}.json")
 
     @property
     def partition(self) -> str:
@@ -140,11 +150,21 @@ def compile_units(obj: str, toolchain: Toolchain) -> tuple[tuple[str, Toolchain]
     """The compiles of one module: (object, toolchain) once, or once per ISA level: obj/c.o
     becomes obj/c.x86-64.o, obj/c.x86-64-v3.o, ..., each with the level's flags and the
     -DBG_ISA_SUFFIX its exported names take (buildgen_abi.h)."""
+    return tuple((unit_object(obj, level), unit) for level, unit in unit_toolchains(toolchain))
+
+
+def unit_toolchains(toolchain: Toolchain) -> tuple[tuple[str | None, Toolchain], ...]:
+    """compile_units without the object names: (ISA level or None, toolchain) per compile,
+    the same for every model built with `toolchain`."""
     if not toolchain.variants:
-        return ((obj, toolchain),)
-    stem = obj.removesuffix(".o")
+        return ((None, toolchain),)
     return tuple(
-        (f"{stem}.{v.level}.o",
+        (v.level,
          replace(toolchain, cflags=(*toolchain.cflags, *v.cflags, f"-DBG_ISA_SUFFIX={v.suffix}")))
         for v in toolchain.variants
     )
+
+
+def unit_object(obj: str, level: str | None) -> str:
+    """The object of one ISA level's compile of the module `obj` (None: the only one)."""
+    return obj if level is None else f"{obj.removesuffix('.o')}.{level}.o"

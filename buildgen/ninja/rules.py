@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from buildgen.cache.action import ARCHIVE_RULE, ARCHIVE_STAGING
+from buildgen.cache.model import ARCHIVE_RULE, ARCHIVE_STAGING
 from buildgen.ninja.plan import Rule
 
 if TYPE_CHECKING:

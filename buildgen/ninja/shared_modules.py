@@ -42,6 +42,8 @@ from buildgen.ninja.layout import (
     TargetFiles,
     compile_units,
     shared_kernels_folder,
+    unit_object,
+    unit_toolchains,
 )
 from buildgen.ninja.plan import Action
 from buildgen.targets import ResolvedTarget, Toolchain, get_kind
@@ -117,21 +119,19 @@ def add_shared_kernels(
     by_output = {a.outputs[0]: i for i, a in enumerate(actions)}
     out = list(actions)
     groups: dict[str, _Group] = {}
+    kinds: dict[str, tuple[_KindUse, ...]] = {}  # by target: the same for all its models
     for model in models:
         for target_name in model.targets:
-            target, files = targets[target_name], TargetFiles(model.name, target_name)
-            for kind in target.backends:
-                spec = get_kind(kind).shared_kernels
-                if spec is None:
-                    continue
-                toolchain = target.toolchain(kind)
-                if spec.fixed:
-                    toolchain = linked_toolchain(toolchain, spec)
-                    for obj, unit in compile_units(files.obj(kind), toolchain):
-                        i = by_output[obj]
-                        out[i] = _with_variable(out[i], "cflags", unit.cflags)
-                folder = _folder(kind, toolchain)
-                group = groups.setdefault(folder, _Group(kind, spec, toolchain, folder))
+            files = TargetFiles(model.name, target_name)
+            if target_name not in kinds:
+                kinds[target_name] = _kind_uses(targets[target_name])
+            for use in kinds[target_name]:
+                kind, spec, toolchain = use.kind, use.spec, use.toolchain
+                module = files.obj(kind)
+                for level, cflags in use.unit_flags:  # the fixed kernels' link names
+                    i = by_output[unit_object(module, level)]
+                    out[i] = _with_variable(out[i], "cflags", cflags)
+                group = groups.setdefault(use.folder, _Group(kind, spec, toolchain, use.folder))
                 if not spec.fixed:
                     listing = kernels_list(files, kind)
                     group.lists.append(listing)
@@ -145,6 +145,34 @@ def add_shared_kernels(
     for _, group in sorted(groups.items()):
         out += _group_actions(group, ctx)
     return out
+
+
+@dataclass(frozen=True)
+class _KindUse:
+    """A target's backend with shared kernels: the toolchain its kernels build with, their
+    folder, and (fixed kernels) the flags of each of the module's compiles."""
+
+    kind: str
+    spec: SharedKernelsSpec
+    toolchain: Toolchain
+    folder: str
+    unit_flags: tuple[tuple[str | None, tuple[str, ...]], ...]
+
+
+def _kind_uses(target: ResolvedTarget) -> tuple[_KindUse, ...]:
+    uses = []
+    for kind in target.backends:
+        spec = get_kind(kind).shared_kernels
+        if spec is None:
+            continue
+        toolchain = target.toolchain(kind)
+        unit_flags: tuple[tuple[str | None, tuple[str, ...]], ...] = ()
+        if spec.fixed:
+            toolchain = linked_toolchain(toolchain, spec)
+            unit_flags = tuple((level, unit.cflags)
+                               for level, unit in unit_toolchains(toolchain))
+        uses.append(_KindUse(kind, spec, toolchain, _folder(kind, toolchain), unit_flags))
+    return tuple(uses)
 
 
 def _codegen_writing_list(action: Action, listing: str) -> Action:

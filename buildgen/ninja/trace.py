@@ -31,6 +31,7 @@ from buildgen.ninja.layout import (
     BUILD_NINJA,
     SHARED_DIR,
     SOURCE_EXTENSIONS,
+    TARGETS_DIR,
     ModelFiles,
     TargetFiles,
 )
@@ -169,12 +170,13 @@ def stage_of(output: str) -> str:
         return "import"
     if len(parts) < 3:
         return "other"
+    if parts[0] == TARGETS_DIR:  # a target's files, written once per target
+        return "gen"
     if parts[0] == SHARED_DIR:  # kernels shared by the build's libraries (shared_modules.py)
         suffix = output.rpartition(".")[2]
         return {"o": "compile", "a": "link", "md": "codegen"}.get(suffix, "codegen")
     files = TargetFiles(parts[0], parts[1])
     named = {
-        files.target_file: "gen",
         files.partition: "partition",
         files.executor_source: "executor",
         files.weights_asm: "executor",
@@ -187,8 +189,6 @@ def stage_of(output: str) -> str:
     if output in named:
         return named[output]
     folder, _, base = output.rpartition("/")
-    if folder == files.options("x").rpartition("/")[0]:
-        return "gen"
     if folder == files.obj("x").rpartition("/")[0] and base.endswith(".o"):
         return "compile"
     if folder == files.executor_source.rpartition("/")[0]:

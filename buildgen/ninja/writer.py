@@ -59,6 +59,19 @@ def escape_path(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
+# _PATH_SPECIAL without the space, for a line of paths joined by spaces (escape_paths).
+_PATHS_SPECIAL = re.compile(r"[$:|\n\r]")
+
+
+def escape_paths(paths: Sequence[str]) -> str:
+    """escape_path of each of `paths`, joined by spaces: in one pass over the line when no
+    path needs escaping (the spaces are then the joiner's), as nearly always."""
+    text = " ".join(paths)
+    if all(paths) and text.count(" ") == len(paths) - 1 and not _PATHS_SPECIAL.search(text):
+        return text
+    return " ".join(escape_path(p) for p in paths)
+
+
 def escape_value(text: str) -> str:
     """Escape literal text used as a variable's value (spaces and ':' are fine there)."""
     _check_text(text, "value")
@@ -67,8 +80,18 @@ def escape_value(text: str) -> str:
     return "$ " + escaped[1:] if escaped.startswith(" ") else escaped
 
 
+# What shlex.quote leaves unquoted (its own test); the space is the joiner's, see below.
+_SHELL_UNSAFE = re.compile(r"[^\w@%+=:,./ -]", re.ASCII)
+
+
 def quote_args(args: Sequence[str]) -> str:
     """Shell-quote each argument once and escape the result for ninja."""
+    text = " ".join(args)
+    # Nearly every argument is a path or a flag that shlex.quote returns as it is: when
+    # no argument is empty or holds a space (the spaces are the joiner's) or anything
+    # quoting would touch, the joined text is the quoted one, checked in one pass.
+    if all(args) and text.count(" ") == len(args) - 1 and not _SHELL_UNSAFE.search(text):
+        return escape_value(text)
     return escape_value(" ".join(shlex.quote(a) for a in args))
 
 
@@ -124,18 +147,20 @@ class NinjaWriter:
         implicit_outputs: Sequence[str] = (),
         variables: Iterable[tuple[str, Value]] = (),
     ) -> None:
-        head = " ".join(escape_path(p) for p in outputs)
+        head = escape_paths(outputs)
         if implicit_outputs:
-            head += " | " + " ".join(escape_path(p) for p in implicit_outputs)
+            head += " | " + escape_paths(implicit_outputs)
         parts = [f"build {head}: {rule}"]
-        parts += [escape_path(p) for p in inputs]
+        if inputs:
+            parts.append(escape_paths(inputs))
         if implicit:
-            parts += ["|", *(escape_path(p) for p in implicit)]
+            parts += ["|", escape_paths(implicit)]
         if order_only:
-            parts += ["||", *(escape_path(p) for p in order_only)]
-        self._lines.append(" ".join(parts))
-        for key, value in variables:
-            self.variable(key, value, indent=1)
+            parts += ["||", escape_paths(order_only)]
+        lines = self._lines
+        lines.append(" ".join(parts))
+        for key, value in variables:  # self.variable(key, value, indent=1), inlined: hot
+            lines.append(f"  {key} = {format_value(value)}")
 
     def default(self, paths: Sequence[str]) -> None:
-        self._lines.append("default " + " ".join(escape_path(p) for p in paths))
+        self._lines.append("default " + escape_paths(paths))

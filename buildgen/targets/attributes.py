@@ -11,14 +11,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 from buildgen.errors import Diagnostic
+from buildgen.schemacheck import accepts
 from buildgen.targets.kinds import TargetKind
 from buildgen.targets.model import TargetInstance
 from buildgen.targets.registry import get_kind
 
 if TYPE_CHECKING:
+    import jsonschema
+
     from buildgen.targets.expand import Site
 
 # The host of a composite that names none: explicit or this, never guessed from a device.
@@ -100,8 +101,12 @@ def attribute_problems(kind: TargetKind, attrs: Mapping[str, Any], site: Site) -
                     f"unknown attribute {key!r} for kind {kind.name!r}", hint, at_key=True
                 )
             )
-    validator = jsonschema.Draft202012Validator(kind.schema)
     written = {k: v for k, v in attrs.items() if k in known}
+    if accepts(kind.schema, written):  # the usual case, without jsonschema (schemacheck.py)
+        return found
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(kind.schema)
     for err in sorted(validator.iter_errors(written), key=lambda e: list(map(str, e.path))):
         path = tuple(err.absolute_path)
         name = str(path[0]) if path else ""

@@ -15,12 +15,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-import jsonschema
-
 from buildgen.errors import BuildgenError, Diagnostic, SourceLocation
 from buildgen.manifest.load import parse_yaml
 from buildgen.manifest.sourcemap import NodePath, SourceMap, format_path, sort_diagnostics
 from buildgen.resources import schemas_dir
+from buildgen.schemacheck import accepts
 
 
 class Document(Protocol):
@@ -85,7 +84,11 @@ def read_yaml_document(path: Path, schema: dict[str, Any] | None) -> YamlDocumen
     loaded = parse_yaml(text, str(path))
     document = YamlDocument(loaded.data, loaded.source_map)
     problems = list(loaded.diagnostics)
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(loaded.data) if schema else ()
+    errors: Any = ()
+    if schema is not None and not accepts(schema, loaded.data):
+        import jsonschema
+
+        errors = jsonschema.Draft202012Validator(schema).iter_errors(loaded.data)
     for err in errors:
         where = tuple(err.absolute_path)
         if err.validator == "additionalProperties" and err.validator_value is False:

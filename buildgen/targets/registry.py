@@ -14,17 +14,21 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildgen.errors import BuildgenError
 from buildgen.resources import rules_dir, schemas_dir
 from buildgen.targets.documents import load_checked_yaml, meta_schema, read_yaml_document
+from buildgen.targets.entrypoints import GROUPS, entry_points
+from buildgen.targets.entrypoints import forget as forget_entry_points
 from buildgen.targets.kinds import TargetKind, load_kind
 from buildgen.targets.tags import Tag, load_tags
 
-KINDS_GROUP = "buildgen.kinds"
-BACKENDS_GROUP = "buildgen.backends"
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+KINDS_GROUP, BACKENDS_GROUP = GROUPS
 SHIPPED = "buildgen"  # the origin of the definitions buildgen ships
 
 
@@ -115,6 +119,7 @@ def reload_registry() -> None:
     """Forget what was read: after installing a plug-in in this process, or in tests."""
     registry.cache_clear()
     _backend_entry_points.cache_clear()
+    forget_entry_points()
 
 
 def registered_kinds() -> Mapping[str, TargetKind]:

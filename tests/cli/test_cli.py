@@ -49,7 +49,8 @@ def test_gen_writes_the_build_files_once(tmp_path):
     text = (build / "build.ninja").read_text()
     assert "build m/graph.json m/weights.bin m/constants.bin: import ../models/m.onnx\n" in text
     assert str(tmp_path) not in text  # paths under the project are relative
-    for rel in ("m/cpu/target.json", "m/cpu/options/c.json", "m/c/options/target.json"):
+    for rel in ("_targets/cpu/target.json", "_targets/cpu/options/c.json",
+                "_targets/c/options/target.json"):
         assert (build / rel).is_file()
     stamps = {p: p.stat().st_mtime_ns for p in build.rglob("*") if p.is_file()}
     assert main(["gen", "--manifest", str(manifest)]) == 0

@@ -60,7 +60,7 @@ def _manifest(folder: Path, targets: str, used: str = "[cpu]") -> Path:
 
 
 def _host(build: Path, target: str = "cpu") -> dict:
-    return json.loads((build / "mlp" / target / "target.json").read_text())["host"]
+    return json.loads((build / "_targets" / target / "target.json").read_text())["host"]
 
 
 # -- what `buildgen cmake` makes of the project's toolchain (no compiler runs) -------------

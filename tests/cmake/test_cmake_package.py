@@ -67,7 +67,7 @@ def test_buildgen_cmake_writes_the_fragment_once(
     assert fragment_dir == build / "cmake-fragment"
     text = (fragment_dir / "CMakeLists.txt").read_text()
     assert '_buildgen_library("buildgen_mlp_cpu"' in text
-    assert (build / "mlp" / "small" / "options" / "c.json").is_file()
+    assert (build / "_targets" / "small" / "options" / "c.json").is_file()
     # Configure runs it every time: unchanged inputs rewrite nothing.
     assert generate_cmake(manifest, build).changed == ()
     only = generate_cmake(manifest, build, targets=["small"])

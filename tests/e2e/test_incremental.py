@@ -109,7 +109,7 @@ def test_edits_rerun_only_what_they_affect(project):
     assert _ninja(build) == set()
 
     # Touching the manifest, or adding a comment, re-runs gen only.
-    target_json = build / "mlp" / "cpu" / "target.json"
+    target_json = build / "_targets" / "cpu" / "target.json"
     stamp = target_json.stat().st_mtime_ns
     os.utime(manifest)
     assert _ninja(build) == {"GEN build.ninja"}

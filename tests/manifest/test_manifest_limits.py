@@ -44,14 +44,67 @@ def test_a_few_aliases_are_fine() -> None:
     assert isinstance(doc.data, dict) and len(doc.data["a2"]) == 9
 
 
-def test_deep_nesting_is_a_located_error_not_a_recursion_error() -> None:
-    text = "buildgen: 1\nx: " + "[" * 10000 + "]" * 10000 + "\n"
+# 10,000 levels: the event scan refuses it before libyaml's composer could overflow its
+# stack; 70: the composer is safe, and the converter refuses it.
+@pytest.mark.parametrize("depth", [10000, 70], ids=["scan", "converter"])
+def test_deep_nesting_is_a_located_error_not_a_recursion_error(depth: int) -> None:
+    text = "buildgen: 1\nx: " + "[" * depth + "]" * depth + "\n"
     with pytest.raises(BuildgenError) as caught:
         parse_yaml(text, "B.yaml")
     (diagnostic,) = caught.value.diagnostics
     assert "nested more than 64 deep" in diagnostic.message
     assert diagnostic.location == SourceLocation("B.yaml", 2, 3 + 64)  # the root mapping is 1
     assert len(caught.value.render()) < 1000
+
+
+# Flow collections over many short lines, so the bound's flow count must carry it (the
+# block term, 2 * (widest line + 1), is small), around brackets it must not count as
+# closers: without that care the bound would drop to _DEEP while the depth is 2 * _DEEP.
+_DEEP = 30
+
+
+def _around(middle: str) -> str:
+    return ("a:\n" + " [\n" * _DEEP + middle + " [\n" * _DEEP + " 1"
+            + "\n ]" * (2 * _DEEP) + "\n")
+
+
+@pytest.mark.parametrize("text", [
+    _around(""),
+    _around(' "' + " ]]]]]]]]\n" * 5 + ' ",\n'),  # a double-quoted scalar over lines
+    _around(" '" + " ]]]]]]]]\n" * 5 + " ',\n"),
+    _around(" x, # ]]]]]]]]\n" * 5),  # comments
+    "x: |\n ]]]]]]\nb: c]]]\nd:\n" + " [\n" * _DEEP + " 1" + "\n ]" * _DEEP + "\n",
+    "- - - - a\n",
+    "a:\n- b:\n  - c:\n    - - d\n",
+    "? - - a\n: - - b\n",
+], ids=["flow", "double-quoted", "single-quoted", "comments", "block-scalar", "compact",
+        "block", "complex-keys"])
+def test_the_nesting_bound_is_never_below_the_real_depth(text: str) -> None:
+    import yaml
+
+    from buildgen.manifest.load import nesting_bound
+
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    assert nesting_bound(text, tuple(text.split("\n"))) >= deepest
+
+
+def test_a_large_ordinary_manifest_skips_the_event_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    loader = importlib.import_module("buildgen.manifest.load")
+
+    def scan(*args: object) -> None:
+        raise AssertionError("the event scan ran")
+
+    monkeypatch.setattr(loader, "_check_depth", scan)
+    models = "".join(f"  m{i}:\n    source: m.onnx\n    inputs: {{x: [2, 4]}}\n"
+                     f"    targets: [cpu]\n" for i in range(2000))
+    doc = parse_yaml(f"buildgen: 1\ntargets:\n  cpu: {{kind: c}}\nmodels:\n{models}", "B.yaml")
+    assert isinstance(doc.data, dict) and len(doc.data["models"]) == 2000
 
 
 def test_a_huge_manifest_is_refused_before_reading(tmp_path: Path,

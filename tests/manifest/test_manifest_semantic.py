@@ -25,10 +25,19 @@ from buildgen.manifest.semantic import model_name_problem, target_name_problem
         ("bg_mlp", "model name 'bg_mlp' starts with 'bg_', which buildgen reserves"),
         ("__mlp", "model name '__mlp' is reserved by the C standard"),
         ("_Mlp", "model name '_Mlp' is reserved by the C standard"),
+        ("_targets", "model name '_targets' is the name of a folder buildgen keeps in the "
+                     "build dir"),
     ],
 )
 def test_model_names(name: str, problem: str | None) -> None:
     assert model_name_problem(name) == problem
+
+
+def test_the_build_dirs_own_folders_are_reserved_model_names() -> None:
+    from buildgen.manifest.semantic import RESERVED_MODEL_NAMES
+    from buildgen.ninja.layout import BUILD_FOLDERS
+
+    assert set(RESERVED_MODEL_NAMES) == set(BUILD_FOLDERS)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ def test_clean_removes_outputs_and_keeps_files_it_did_not_write(tmp_path):
     assert main(["clean", "--build-dir", str(build)]) == 0
     assert not any(p.exists() for p in outputs)
     assert not (build / "build.ninja").exists()
-    assert not (build / "mlp/cpu/target.json").exists()  # gen's files are ours too
+    assert not (build / "_targets/cpu/target.json").exists()  # gen's files are ours too
     assert not (build / "cnn").exists()  # emptied folders go
     assert mine.read_text() == "keep me"
     assert main(["clean", "--build-dir", str(build)]) == 0  # nothing left: still fine

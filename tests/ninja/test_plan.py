@@ -61,12 +61,12 @@ def test_stage_commands_carry_the_buildgen_version(planned):
 def test_partition_reads_the_code_affecting_view_not_target_json(planned):
     plan, files = planned
     action = plan.action_for("mlp/fast/partition.json")
-    assert "mlp/fast/options/target.json" in action.inputs
-    assert "mlp/fast/target.json" not in action.inputs
+    assert "_targets/fast/options/target.json" in action.inputs
+    assert "_targets/fast/target.json" not in action.inputs
     args = action.variable("args")
     assert args[args.index("--pin") + 1] == "/fc2/Gemm=c"
-    view = json.loads(files["mlp/fast/options/target.json"])["host"]
-    full = json.loads(files["mlp/fast/target.json"])["host"]
+    view = json.loads(files["_targets/fast/options/target.json"])["host"]
+    full = json.loads(files["_targets/fast/target.json"])["host"]
     assert "opt_level" in full and "opt_level" not in view and "cflags" not in view
 
 
@@ -74,12 +74,13 @@ def test_one_codegen_action_per_backend_with_its_options_file(planned):
     plan, files = planned
     action = plan.action_for("mlp/cpu/src/c.c")
     assert action.inputs == (
-        "mlp/graph.json", "mlp/constants.bin", "mlp/cpu/partition.json", "mlp/cpu/options/c.json"
+        "mlp/graph.json", "mlp/constants.bin", "mlp/cpu/partition.json",
+        "_targets/cpu/options/c.json",
     )
     # A large weight read after all reaches the depfile (buildgen/ir/constants.py).
     assert action.variable("dep") == "mlp/cpu/src/c.c.d"
     assert plan.rule(action.rule).deps == "gcc"
-    assert json.loads(files["mlp/cpu/options/c.json"])["backend"] == "c"
+    assert json.loads(files["_targets/cpu/options/c.json"])["backend"] == "c"
 
 
 def test_compiles_put_flags_on_the_command_line_and_use_gcc_deps(planned):
@@ -181,6 +182,6 @@ def test_the_report_ignores_compile_only_attributes(planned):
     plan, _ = planned
     action = plan.action_for("mlp/fast/report.json")
     assert action.inputs == (
-        "mlp/fast/options/target.json", "mlp/graph.json", "mlp/constants.bin",
+        "_targets/fast/options/target.json", "mlp/graph.json", "mlp/constants.bin",
         "mlp/fast/partition.json",
     )

@@ -44,7 +44,7 @@ V5 = _log(5, [
 # ninja 1.12 (v6): the same lines; mtimes are when each edge started.
 V6 = _log(6, [
     (0, 95, 1732252900000000000, "build.ninja", "f00dfacef00dface"),
-    (0, 95, 1732252900000000000, "tiny/cpu/options/c.json", "f00dfacef00dface"),
+    (0, 95, 1732252900000000000, "_targets/cpu/options/c.json", "f00dfacef00dface"),
     (3, 260, 1732252900003000000, "tiny/cpu/obj/c.o", "8d2f0c4e6a1b3957"),
     (4, 300, 1732252900004000000, "tiny/cpu/obj/model.o", "1c3e5a7b9d0f2468"),
 ])
@@ -95,8 +95,9 @@ def test_events_carry_the_stage_as_category():
 
 
 @pytest.mark.parametrize(("output", "stage"), [
-    ("build.ninja", "gen"), ("m/t/target.json", "gen"), ("m/t/options/target.json", "gen"),
-    ("m/t/options/cutlass.json", "gen"), ("m/graph.json", "import"), ("m/weights.bin", "import"),
+    ("build.ninja", "gen"), ("_targets/t/target.json", "gen"),
+    ("_targets/t/options/target.json", "gen"), ("_targets/t/options/cutlass.json", "gen"),
+    ("m/graph.json", "import"), ("m/weights.bin", "import"),
     ("m/t/partition.json", "partition"), ("m/t/src/cublas.cu", "codegen"),
     ("m/t/src/onednn.c", "codegen"), ("m/t/src/weights.S", "executor"),
     ("m/t/include/m.h", "executor"), ("m/t/obj/cuda.o", "compile"), ("m/t/libm.so", "link"),
@@ -252,7 +253,7 @@ def test_the_critical_path_follows_the_latest_finishing_inputs():
         "m/t/libm.so": ["m/t/obj/c.o", "m/t/obj/model.o"],
         "m/t/obj/c.o": ["m/t/src/c.c", "m/t/include/m.h"],
         "m/t/src/c.c": ["m/graph.json", "m/constants.bin", "m/t/partition.json"],
-        "m/t/partition.json": ["m/graph.json", "m/t/options/target.json"],
+        "m/t/partition.json": ["m/graph.json", "_targets/t/options/target.json"],
         "m/graph.json": ["../m.onnx"],
     }
     path = critical_path(jobs, lambda out: edges.get(out, []))

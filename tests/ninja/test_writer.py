@@ -7,7 +7,13 @@ import pytest
 
 from buildgen.errors import BuildgenError
 from buildgen.ninja.tool import ninja_binary
-from buildgen.ninja.writer import NinjaWriter, escape_path, escape_value, quote_args
+from buildgen.ninja.writer import (
+    NinjaWriter,
+    escape_path,
+    escape_paths,
+    escape_value,
+    quote_args,
+)
 
 
 def test_escape_path_escapes_dollar_space_and_colon():
@@ -36,6 +42,34 @@ def test_arguments_are_quoted_once_then_dollar_escaped():
     assert text == "'-DNAME=a b' '$$HOME' 'it'\"'\"'s' plain"
     # What ninja hands the shell (after $$ -> $) splits back into the same arguments.
     assert shlex.split(text.replace("$$", "$")) == list(args)
+
+
+def test_the_one_pass_quoting_matches_shlex_on_every_kind_of_argument():
+    """quote_args skips shlex.quote, and escape_paths escape_path, when nothing needs it:
+    check both shortcuts against the long way on every combination of a few arguments
+    over the characters that matter."""
+    import itertools
+    import random
+
+    pieces = ["", "a", "-O2", "x/y.o", " ", "$", "'", '"', "=", "\\", "é", "\t", ":", "@",
+              "*", "~", "#", "a b", ",", "%+", "|", "\n"]
+    rng = random.Random(7)
+    cases = [list(c) for n in range(4) for c in itertools.product(pieces[:8], repeat=n)]
+    cases += [[rng.choice(pieces) + rng.choice(pieces) for _ in range(rng.randint(1, 5))]
+              for _ in range(5000)]
+    for args in cases:
+        assert _outcome(quote_args, args) == _outcome(
+            lambda a: escape_value(" ".join(shlex.quote(x) for x in a)), args), args
+        assert _outcome(escape_paths, args) == _outcome(
+            lambda a: " ".join(escape_path(x) for x in a), args), args
+
+
+def _outcome(function, args):
+    """What `function(args)` returns, or the message of the BuildgenError it raises."""
+    try:
+        return function(args)
+    except BuildgenError as exc:
+        return ("raised", str(exc))
 
 
 def test_a_tuple_is_arguments_and_a_str_is_literal_whatever_the_name():

@@ -54,11 +54,11 @@ def _gen(manifest, tmp_path, **values) -> tuple[set[str], dict[str, list[str]]]:
 def test_split_k_slices_changes_only_the_cutlass_options_file(manifest, tmp_path):
     _gen(manifest, tmp_path)
     changed, readers = _gen(manifest, tmp_path, split_k="[1, 2, 4]")
-    assert changed == {"m/gpu/target.json", "m/gpu/options/cutlass.json"}
+    assert changed == {"_targets/gpu/target.json", "_targets/gpu/options/cutlass.json"}
     # target.json is the full canonical record: no action reads it.
-    assert "m/gpu/target.json" not in readers
-    assert readers["m/gpu/options/cutlass.json"] == ["m/gpu/src/cutlass.cu"]
-    options = json.loads((tmp_path / "build/m/gpu/options/cutlass.json").read_text())
+    assert "_targets/gpu/target.json" not in readers
+    assert readers["_targets/gpu/options/cutlass.json"] == ["m/gpu/src/cutlass.cu"]
+    options = json.loads((tmp_path / "build/_targets/gpu/options/cutlass.json").read_text())
     assert options["backend"] == "cutlass"
     assert options["options"]["split_k_slices"] == [1, 2, 4]
     assert "use_multiprocessing" not in options["options"]  # changes no output
@@ -68,7 +68,7 @@ def test_split_k_slices_changes_only_the_cutlass_options_file(manifest, tmp_path
 def test_a_run_only_attribute_changes_no_file_an_action_reads(manifest, tmp_path):
     _gen(manifest, tmp_path)
     changed, readers = _gen(manifest, tmp_path, multi="false")
-    assert changed == {"m/gpu/target.json"} and not changed & set(readers)
+    assert changed == {"_targets/gpu/target.json"} and not changed & set(readers)
 
 
 def test_the_device_arch_reaches_every_file_that_depends_on_it(manifest, tmp_path):
@@ -77,8 +77,8 @@ def test_the_device_arch_reaches_every_file_that_depends_on_it(manifest, tmp_pat
     # cutlass inherits sm (partition-affecting) from the arch; cublas only compiles with it,
     # so its options file stays, and its new -arch is on its compile command line.
     assert changed == {
-        "m/gpu/target.json", "m/gpu/options/target.json", "m/gpu/options/cuda.json",
-        "m/gpu/options/cutlass.json",
+        "_targets/gpu/target.json", "_targets/gpu/options/target.json",
+        "_targets/gpu/options/cuda.json", "_targets/gpu/options/cutlass.json",
     }
 
 
@@ -95,8 +95,9 @@ def test_editing_a_manifest_tag_re_resolves_every_target_using_it(manifest_file,
     generate(manifest_file(text.format(march="x86-64-v3")))
     result = generate(manifest_file(text.format(march="x86-64-v2")))
     # march is a compile flag: the targets change, the files codegen reads do not.
-    assert set(result.changed) == {"build.ninja", "m/fast/target.json", "m/small/target.json"}
-    small = load_target_file(tmp_path / "build/m/small/target.json")
+    assert set(result.changed) == {
+        "build.ninja", "_targets/fast/target.json", "_targets/small/target.json"}
+    small = load_target_file(tmp_path / "build/_targets/small/target.json")
     assert (small.host.get("march"), small.host.get("opt_level")) == ("x86-64-v2", 1)
 
 
