@@ -73,7 +73,7 @@ def fresh_build_dir(manifest: Path, build_dir_arg: Path | None) -> Path | None:
         stamp = (build_dir / STAMP).read_text(encoding="utf-8").split()
     except (OSError, UnicodeDecodeError):
         return None
-    return build_dir if stamp == [digest, _ninja_file_state(build_dir)] else None
+    return build_dir if stamp == [digest, ninja_file_state(build_dir)] else None
 
 
 def write_stamp(manifest: Path, build_dir_arg: Path | None, build_dir: Path) -> None:
@@ -84,10 +84,10 @@ def write_stamp(manifest: Path, build_dir_arg: Path | None, build_dir: Path) -> 
     found = fingerprint(manifest, build_dir_arg)
     if found is None or found[1] != build_dir:
         return
-    write_if_changed(build_dir / STAMP, f"{found[0]} {_ninja_file_state(build_dir)}\n")
+    write_if_changed(build_dir / STAMP, f"{found[0]} {ninja_file_state(build_dir)}\n")
 
 
-def _ninja_file_state(build_dir: Path) -> str:
+def ninja_file_state(build_dir: Path) -> str:
     """build.ninja as gen left it: gen run by ninja, or by hand, with other settings,
     changes it, and the stamp no longer vouches for it."""
     try:

@@ -19,11 +19,7 @@ def _build(project: Path) -> list[str]:
     """Build; the outputs of the actions that ran (or were restored) this time."""
     build_dir = project / "build"
     offset = journal_size(build_dir) if build_dir.exists() else 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
-    env.update(PYTHONPATH=str(REPO), BUILDGEN_CACHE_DIR=str(project.parent / "cache"))
-    done = subprocess.run([sys.executable, "-m", "buildgen", "build"], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    _summary(project)
     return sorted(entry.output for entry in read_entries(build_dir, offset))
 
 
@@ -80,3 +76,35 @@ def test_editing_a_large_weight_reruns_import_assembly_and_link_only(tmp_path: P
     ]), again
     # The bias (2 KiB) is a code constant, kept in constants.bin; the matrix is not.
     assert (project / "build" / "wide" / "constants.bin").stat().st_size == 512 * 4
+
+
+def test_a_no_op_build_counts_its_actions_from_the_memo_not_a_second_ninja(tmp_path):
+    """The summary's "N up to date" comes from `ninja -t commands`, run once per build.ninja
+    and names: a no-op build reads the count kept beside the build (.buildgen/planned.json)."""
+    import json
+
+    manifest = write_project(tmp_path / "p")
+    _build(manifest.parent)
+    memo = manifest.parent / "build" / ".buildgen" / "planned.json"
+    kept = json.loads(memo.read_text())
+    assert list(kept["counts"].values()) == [len(_built_outputs(manifest.parent))]
+    kept["counts"] = {key: 999 for key in kept["counts"]}  # a count only the memo knows
+    memo.write_text(json.dumps(kept))
+    assert "999 up to date" in _summary(manifest.parent)
+    # A new build.ninja (a changed flag): counted again by ninja.
+    manifest.write_text(manifest.read_text().replace('"opt_level": 1', '"opt_level": 2'))
+    assert "999" not in _summary(manifest.parent)
+
+
+def _summary(project: Path) -> str:
+    """Build; what buildgen printed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env.update(PYTHONPATH=str(REPO), BUILDGEN_CACHE_DIR=str(project.parent / "cache"))
+    done = subprocess.run([sys.executable, "-m", "buildgen", "build"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def _built_outputs(project: Path) -> set[str]:
+    return {entry.output for entry in read_entries(project / "build", 0)}
