@@ -10,6 +10,10 @@ Storage rules:
   * every other tensor a kernel writes gets a scratch buffer, placed by memplan from its
     lifetime (written at step s, last read - directly or through a view - at step t);
   * the intermediates of fused groups and epilogues are never stored at all;
+  * a Concat whose pieces are contiguous in its result (nothing varies before its axis,
+    as along the channels of a one-image NCHW tensor) and are each computed here and read
+    by the Concat alone is not run: each piece is computed straight into its place in the
+    result (a "part" of it), as onnxruntime's and TVM's planners do;
   * empty tensors (a zero dim) take no storage: a unit whose result is empty is not
     lowered at all (it would write no byte), and no kernel binds an empty run-time
     tensor (see registry.py), so nothing reads or writes through such a pointer, which
@@ -25,6 +29,7 @@ from typing import Literal
 from buildgen.backends.c.fused import lower_group
 from buildgen.backends.c.fusion import plan_units
 from buildgen.backends.c.kernel import Kernel, LowerContext, View
+from buildgen.backends.c.ops.common import int_attr, normalize_axis
 from buildgen.backends.c.registry import op_table
 from buildgen.codegen.memplan import Buffer, MemoryPlan, plan_memory
 from buildgen.ir import Graph, Node
@@ -44,9 +49,9 @@ class Copy:
 
 @dataclass(frozen=True)
 class Storage:
-    kind: Literal["input", "output", "weight", "scratch", "alias"]
-    where: int = 0  # in/out index, weight offset or scratch offset
-    source: str = ""  # alias: the tensor whose bytes it shares
+    kind: Literal["input", "output", "weight", "scratch", "alias", "part"]
+    where: int = 0  # in/out index, weight offset, scratch offset or (part) byte offset
+    source: str = ""  # alias, part: the tensor whose bytes it shares
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,8 @@ def lower_region(
             nodes_text = ", ".join(n.name for n in _step_nodes(step))
             raise RuntimeError(f"c backend: {nodes_text} binds the empty tensor(s) {empty}")
     hosts = _hosted_outputs(planned, io)
+    parts = _concat_parts(ctx.graph, planned, io, hosts)
+    planned = [s for s in planned if not (isinstance(s, Kernel) and s.outputs[0] in parts)]
     steps: list[Kernel | View | Copy] = []
     for step in planned:
         steps.append(step)
@@ -96,7 +103,7 @@ def lower_region(
         ):
             nbytes = ctx.graph.type_of(step.output).nbytes
             steps.append(Copy(step.node, step.source, step.output, nbytes))
-    return _place(ctx, region, io, steps, hosts, first_kernel)
+    return _place(ctx, region, io, steps, hosts, parts, first_kernel)
 
 
 def writes_nothing(node: Node, graph: Graph) -> bool:
@@ -114,9 +121,11 @@ def _place(
     io: RegionIO,
     steps: list[Kernel | View | Copy],
     hosts: Mapping[str, str],
+    parts: Mapping[str, Mapping[str, int]],
     first_kernel: int,
 ) -> LoweredRegion:
-    """Storage for every tensor the steps touch, and the scratch plan."""
+    """Storage for every tensor the steps touch, and the scratch plan. `parts`: the
+    results of the Concats not run, each with its pieces' byte offsets."""
     graph = ctx.graph
     storage: dict[str, Storage] = {}
     for i, name in enumerate(io.inputs):
@@ -125,6 +134,8 @@ def _place(
         storage[name] = Storage("output", j)
     for tensor, output in hosts.items():
         storage[tensor] = storage[output]
+    piece_of = {piece: (whole, offset)
+                for whole, pieces in parts.items() for piece, offset in pieces.items()}
     first: dict[str, int] = {}  # scratch tensor -> step that writes it
     last: dict[str, int] = {}  # scratch tensor -> last step that reads it (or a view of it)
     names: dict[int, str] = {}
@@ -135,6 +146,12 @@ def _place(
             names[s] = f"k{first_kernel + len(names)}_{step.stem}"
             reads = step.inputs
             for out in step.outputs:
+                if out in piece_of:  # written in place: its whole lives from now on
+                    whole, offset = piece_of[out]
+                    storage[out] = Storage("part", offset, whole)
+                    if whole not in storage:
+                        storage[whole] = Storage("scratch")
+                        first[whole] = s
                 if out not in storage:
                     storage[out] = Storage("scratch")
                     first[out] = s
@@ -183,7 +200,43 @@ def _hosted_outputs(steps: list[Kernel | View], io: RegionIO) -> dict[str, str]:
 
 
 def _root(storage: Mapping[str, Storage], tensor: str) -> str:
-    """The tensor that owns the bytes `tensor` reads (following views)."""
-    while tensor in storage and storage[tensor].kind == "alias":
+    """The tensor that owns the bytes `tensor` reads (following views and parts)."""
+    while tensor in storage and storage[tensor].kind in ("alias", "part"):
         tensor = storage[tensor].source
     return tensor
+
+
+def _concat_parts(graph: Graph, steps: list[Kernel | View], io: RegionIO,
+                  hosts: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """{Concat result: {piece: byte offset}} for each Concat that need not run: every
+    piece is contiguous in the result, computed by a kernel of this region for the Concat
+    alone (so it can be written in place), and stored nowhere else (no input, output or
+    hosted output; a tensor listed twice would need two places)."""
+    computed = {t: k for k in steps if isinstance(k, Kernel) for t in k.outputs}
+    readers: dict[str, int] = {}
+    for step in steps:
+        reads = (step.source,) if isinstance(step, View) else step.inputs
+        for tensor in reads:
+            readers[tensor] = readers.get(tensor, 0) + 1
+    fixed = {*io.inputs, *io.outputs, *hosts}
+    found: dict[str, dict[str, int]] = {}
+    for step in steps:
+        if not (isinstance(step, Kernel) and len(step.nodes) == 1
+                and step.nodes[0].op == "Concat"):
+            continue
+        whole = step.outputs[0]
+        shape = graph.type_of(whole).shape
+        axis = normalize_axis(int_attr(step.nodes[0], "axis", 0), len(shape))
+        pieces = [t for t in step.nodes[0].inputs if t and graph.type_of(t).numel]
+        if any(d != 1 for d in shape[:axis]) or len(set(pieces)) != len(pieces):
+            continue
+        # A piece made by a Concat that is not run has no kernel to write it in place.
+        if not all(t in computed and t not in fixed and readers.get(t) == 1
+                   and computed[t].outputs[0] not in found for t in pieces):
+            continue
+        offsets, at = {}, 0
+        for piece in pieces:
+            offsets[piece] = at
+            at += graph.type_of(piece).nbytes
+        found[whole] = offsets
+    return found

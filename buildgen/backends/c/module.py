@@ -96,6 +96,10 @@ def _pointer_decl(graph: Graph, local: str, tensor: str, storage: Storage, names
             f"/* {comment(f'{note} {shape}, {tt.nbytes} bytes')} */"
         )
     source = names(storage.source)
+    if storage.kind == "part":
+        at = storage.where // tt.dtype.itemsize
+        where = comment(f"{note} {shape}: written in place in '{storage.source}' (a Concat)")
+        return f"{ctype} *{local} = {source} + {at}; /* {where} */"
     return f"const {ctype} *{local} = {source}; /* {comment(f'view {note} {shape}')} */"
 
 
@@ -112,7 +116,7 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
         while tensor not in closure:
             closure[tensor] = len(closure)
             st = lowered.storage[tensor]
-            if st.kind != "alias":
+            if st.kind not in ("alias", "part"):
                 break
             tensor = st.source
     written: dict[str, int] = {}  # tensor -> step that first writes it
@@ -120,7 +124,7 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
         if isinstance(step, Kernel):
             for out in step.outputs:
                 written.setdefault(out, s)
-    order = {"input": 0, "weight": 1, "output": 2, "scratch": 3, "alias": 4}
+    order = {"input": 0, "weight": 1, "output": 2, "scratch": 3, "alias": 4, "part": 4}
 
     def rank(t: str) -> tuple[int, int, int]:
         st = lowered.storage[t]
@@ -128,9 +132,12 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
         return order[st.kind], where, closure[t]
 
     ranked = sorted(closure, key=rank)
-    # Views keep step order so each comes after the tensor it aliases.
+    # Views keep step order so each comes after the tensor it aliases; the pieces of a
+    # Concat written in place come after the whole they are part of (scratch or output).
     views = [s.output for s in lowered.steps if isinstance(s, View) and s.output in closure]
-    return [t for t in ranked if lowered.storage[t].kind != "alias"] + [
+    pieces = sorted((t for t in closure if lowered.storage[t].kind == "part"),
+                    key=lambda t: (written.get(t, 0), closure[t]))
+    return [t for t in ranked if lowered.storage[t].kind not in ("alias", "part")] + pieces + [
         v for v in views if lowered.storage[v].kind == "alias"
     ]
 

@@ -77,6 +77,38 @@ MOVE = [
         {"a": rand(RNG, 2, 3, 4), "b": rand(RNG, 2, 1, 4), "c": rand(RNG, 2, 2, 4)},
         ["y"],
     ),
+    # One image: the pieces are contiguous in the result, computed here and read by the
+    # Concat alone, so they are written in place and the Concat does not run.
+    Case(
+        "concat_in_place",
+        [node("Relu", ["a"], ["ra"]), node("Sigmoid", ["b"], ["sb"]),
+         node("Concat", ["ra", "sb"], ["y"], axis=1), node("Tanh", ["y"], ["z"])],
+        {"a": rand(RNG, 1, 3, 4, 4), "b": rand(RNG, 1, 2, 4, 4)},
+        ["z"],
+    ),
+    Case(  # the result is the region's output: the pieces go straight into it
+        "concat_in_place_output",
+        [node("Relu", ["a"], ["ra"]), node("Sigmoid", ["b"], ["sb"]),
+         node("Concat", ["sb", "ra"], ["y"], axis=-3)],
+        {"a": rand(RNG, 1, 3, 4, 4), "b": rand(RNG, 1, 2, 4, 4)},
+        ["y"],
+    ),
+    Case(  # y1 is written in place; y2 cannot take y1 (no kernel writes it), so it runs
+        "concat_nested",
+        [node("Relu", ["a"], ["ra"]), node("Sigmoid", ["b"], ["sb"]),
+         node("Concat", ["ra", "sb"], ["y1"], axis=1), node("Tanh", ["c"], ["tc"]),
+         node("Concat", ["y1", "tc"], ["y2"], axis=1)],
+        {"a": rand(RNG, 1, 3, 4), "b": rand(RNG, 1, 2, 4), "c": rand(RNG, 1, 1, 4)},
+        ["y2"],
+    ),
+    Case(  # ra is read again after the Concat, and two images: both Concats run
+        "concat_kept",
+        [node("Relu", ["a"], ["ra"]), node("Sigmoid", ["b"], ["sb"]),
+         node("Concat", ["ra", "sb"], ["y"], axis=1), node("Add", ["y", "y"], ["z"]),
+         node("Neg", ["ra"], ["n"]), node("Concat", ["z", "z"], ["w"], axis=1)],
+        {"a": rand(RNG, 2, 3, 4), "b": rand(RNG, 2, 2, 4)},
+        ["w", "n"],
+    ),
     Case(
         "concat_axis0_int",
         [node("Concat", ["a", "b"], ["y"], axis=0)],
@@ -192,6 +224,18 @@ def test_output_views_of_inputs_or_outputs_are_copied(results: CaseResults) -> N
     )
 
 
+def test_a_concat_of_pieces_made_for_it_is_not_run(results: CaseResults) -> None:
+    source = results.source
+    for case in ("concat_in_place", "concat_in_place_output"):
+        assert f"written in place in '{case}.y' (a Concat)" in source
+        assert f"Concat '{case}.Concat_2'" not in source  # no kernel for it
+    assert "written in place in 'concat_nested.y1'" in source
+    assert "Concat 'concat_nested.Concat_4'" in source
+    assert "Concat 'concat_kept.Concat_2'" in source
+    assert "Concat 'concat_kept.Concat_5'" in source
+    assert "written in place in 'concat_kept." not in source
+
+
 def test_slice_opset9_attributes(
     c_toolchain: None, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -242,3 +286,4 @@ def test_constant_shape_size_from_hand_built_ir(c_toolchain: None, tmp_path: Pat
     np.testing.assert_array_equal(out["s"], [3])
     np.testing.assert_array_equal(out["n"], 6)
     np.testing.assert_array_equal(out["y"], x + np.array([1.5, -2.0, 3.25], np.float32))
+
