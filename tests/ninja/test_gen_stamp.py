@@ -93,3 +93,18 @@ def test_a_no_op_build_imports_no_manifest_machinery(manifest: Path) -> None:
     os.utime(manifest, ns=(newer, newer))
     touched = build().stdout
     assert "GEN build.ninja" in touched and " actions: 0 ran, 0 restored" in touched
+
+
+def test_gen_imports_no_schema_validator_for_a_good_manifest(manifest: Path) -> None:
+    """jsonschema (~60 ms to import) is for explaining a bad manifest; a good one is
+    accepted by the generated check (buildgen/schemacheck.py), twice: once to make and keep
+    that check, once reading it back."""
+    probe = ("import sys; from pathlib import Path; from buildgen.ninja.gen import generate; "
+             f"generate(Path({str(manifest)!r})); print(sorted(m for m in sys.modules "
+             "if m.split('.')[0] == 'jsonschema'))")
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "XDG_CACHE_HOME": str(manifest.parent / "xdg")}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                              text=True, timeout=300, check=True)
+        assert done.stdout.strip() == "[]", done.stdout
