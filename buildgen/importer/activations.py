@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
+from buildgen.importer.node_index import NodeIndex
+
 _ONE_SIXTH = 1.0 / 6.0
 
 
@@ -50,22 +52,11 @@ def hard_activations(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, np
     return _swish_of_hard_sigmoid(kept, constants, outputs)
 
 
-class _Graph:
+class _Graph(NodeIndex):
     def __init__(self, nodes: Sequence[onnx.NodeProto], constants: Mapping[str, np.ndarray],
                  outputs: Sequence[str]):
+        super().__init__(nodes, outputs)
         self.constants = constants
-        self.producer = {out: n for n in nodes for out in n.output}
-        self.readers: dict[str, list[onnx.NodeProto]] = {}
-        for n in nodes:
-            for name in n.input:
-                self.readers.setdefault(name, []).append(n)
-        self.outputs = set(outputs)
-
-    def only_reader(self, value: str) -> onnx.NodeProto | None:
-        readers = self.readers.get(value, [])
-        if len(readers) != 1 or value in self.outputs:
-            return None
-        return readers[0]
 
     def scalar(self, name: str) -> float | None:
         array = self.constants.get(name)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from buildgen.importer.node_index import NodeIndex
 from buildgen.importer.shapes import TensorInfo
 
 
@@ -79,16 +80,12 @@ def _subgraph_reads(nodes: Sequence[onnx.NodeProto]) -> set[str]:
 
 def _one_d_convs(nodes: list[onnx.NodeProto], constants: MutableMapping[str, np.ndarray],
                  inferred: MutableMapping[str, TensorInfo]) -> None:
-    producer = {out: node for node in nodes for out in node.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in nodes:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    index = NodeIndex(nodes)
     rewritten: list[onnx.NodeProto] = []
     for node in nodes:
         if node.domain in ("", "ai.onnx") and node.op_type == "Conv" \
                 and _width_one(node, constants, inferred) \
-                and not _keeps_fusion(node, producer, consumers):
+                and not _keeps_fusion(node, index):
             rewritten += _as_one_d(node, constants, inferred)
         else:
             rewritten.append(node)
@@ -118,18 +115,17 @@ _RESHAPING = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Slice", "
                         "Gather", "Shape"})
 
 
-def _keeps_fusion(node: onnx.NodeProto, producer: Mapping[str, onnx.NodeProto],
-                  consumers: Mapping[str, list[onnx.NodeProto]]) -> bool:
+def _keeps_fusion(node: onnx.NodeProto, index: NodeIndex) -> bool:
     """Whether the rewrite would split what a backend fuses or chains: a Conv within two
     nodes upstream, or a reader of its output that is not a reshape."""
     def up(name: str, depth: int) -> bool:
-        found = producer.get(name)
+        found = index.producer.get(name)
         if found is None:
             return False
         return found.op_type == "Conv" or (depth > 1 and bool(found.input)
                                            and up(found.input[0], depth - 1))
 
-    readers = consumers.get(node.output[0], [])
+    readers = index.readers.get(node.output[0], [])
     return up(node.input[0], 2) or any(r.op_type not in _RESHAPING for r in readers)
 
 
