@@ -48,6 +48,14 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class InPlace:
+    """Where a Concat not run would have run: its pieces were written into `output`."""
+
+    node: Node
+    output: str
+
+
+@dataclass(frozen=True)
 class Storage:
     kind: Literal["input", "output", "weight", "scratch", "alias", "part"]
     where: int = 0  # in/out index, weight offset, scratch offset or (part) byte offset
@@ -58,7 +66,7 @@ class Storage:
 class LoweredRegion:
     region: Region
     io: RegionIO
-    steps: tuple[Kernel | View | Copy, ...]
+    steps: tuple[Kernel | View | Copy | InPlace, ...]
     kernel_names: Mapping[int, str]  # step index -> C function name
     storage: Mapping[str, Storage]
     workspace_offsets: Mapping[int, int]  # step index -> scratch offset of its workspace
@@ -92,9 +100,11 @@ def lower_region(
             raise RuntimeError(f"c backend: {nodes_text} binds the empty tensor(s) {empty}")
     hosts = _hosted_outputs(planned, io)
     parts = _concat_parts(ctx.graph, planned, io, hosts)
-    planned = [s for s in planned if not (isinstance(s, Kernel) and s.outputs[0] in parts)]
-    steps: list[Kernel | View | Copy] = []
+    steps: list[Kernel | View | Copy | InPlace] = []
     for step in planned:
+        if isinstance(step, Kernel) and step.outputs[0] in parts:
+            steps.append(InPlace(step.nodes[0], step.outputs[0]))
+            continue
         steps.append(step)
         if (
             isinstance(step, View)
@@ -119,7 +129,7 @@ def _place(
     ctx: LowerContext,
     region: Region,
     io: RegionIO,
-    steps: list[Kernel | View | Copy],
+    steps: list[Kernel | View | Copy | InPlace],
     hosts: Mapping[str, str],
     parts: Mapping[str, Mapping[str, int]],
     first_kernel: int,
@@ -160,7 +170,7 @@ def _place(
         elif isinstance(step, View):
             if step.output not in storage:
                 storage[step.output] = Storage("alias", source=step.source)
-        else:
+        elif isinstance(step, Copy):
             reads = (step.source,)
         for tensor in (*reads, *((step.source,) if isinstance(step, View) else ())):
             if graph.is_weight(tensor):

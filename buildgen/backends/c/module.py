@@ -32,7 +32,7 @@ from buildgen.backends.c.instance import (
     threads_text,
 )
 from buildgen.backends.c.kernel import Kernel, View
-from buildgen.backends.c.lower import Copy, LoweredRegion, Storage
+from buildgen.backends.c.lower import Copy, InPlace, LoweredRegion, Storage
 from buildgen.backends.c.split import render_split
 from buildgen.codegen import cnames
 from buildgen.ir import Graph, Node
@@ -171,6 +171,11 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
     code.line()
     for s, step in enumerate(lowered.steps):
         if isinstance(step, View):
+            continue
+        if isinstance(step, InPlace):
+            why = comment(f"{step.node.op} {step.node.name!r}: its pieces were written in place "
+                          f"in {step.output!r} above")
+            code.line(f"/* {why} */")
             continue
         if isinstance(step, Copy):
             why = comment(f"{step.node.op} {step.node.name!r} leaves the region: copy the view")

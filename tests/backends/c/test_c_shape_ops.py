@@ -227,12 +227,14 @@ def test_output_views_of_inputs_or_outputs_are_copied(results: CaseResults) -> N
 def test_a_concat_of_pieces_made_for_it_is_not_run(results: CaseResults) -> None:
     source = results.source
     for case in ("concat_in_place", "concat_in_place_output"):
-        assert f"written in place in '{case}.y' (a Concat)" in source
-        assert f"Concat '{case}.Concat_2'" not in source  # no kernel for it
+        assert f"written in place in '{case}.y' (a Concat)" in source  # each piece's pointer
+        assert (f"/* Concat '{case}.Concat_2': its pieces were written in place in '{case}.y'"
+                " above */") in source  # where it would have run
+        assert f" *   Concat '{case}.Concat_2'" not in source  # no kernel for it
     assert "written in place in 'concat_nested.y1'" in source
-    assert "Concat 'concat_nested.Concat_4'" in source
-    assert "Concat 'concat_kept.Concat_2'" in source
-    assert "Concat 'concat_kept.Concat_5'" in source
+    assert " *   Concat 'concat_nested.Concat_4'" in source
+    assert " *   Concat 'concat_kept.Concat_2'" in source
+    assert " *   Concat 'concat_kept.Concat_5'" in source
     assert "written in place in 'concat_kept." not in source
 
 
