@@ -198,7 +198,7 @@ def _path_problems(
     resolved = resolve(root, text)
     try:
         mode = os.stat(resolved).st_mode  # one system call per model, not two
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in it
         return [source_map.diagnostic(path, f"file not found: {resolved}",
                                       "relative paths start at the manifest's folder")]
     except OSError as exc:  # a name too long for the file system, a folder it cannot enter

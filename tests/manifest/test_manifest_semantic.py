@@ -98,6 +98,10 @@ def test_missing_source_names_the_resolved_path(write_manifest, errors_of, tmp_p
     assert errors_of(path, lambda name: True) == [
         f"3:17: models.mlp.source: file not found: {tmp_path / 'nope.onnx'}"
     ]
+    path = write_manifest('buildgen: 1\nmodels:\n  mlp: {source: "x\\0y", targets: [c]}\n')
+    assert errors_of(path, lambda name: True) == [  # a NUL, which no file name holds
+        f"3:17: models.mlp.source: file not found: {tmp_path / 'x'}\0y"
+    ]
     (tmp_path / "dir.onnx").mkdir()
     path = write_manifest("buildgen: 1\nmodels:\n  mlp: {source: dir.onnx, targets: [c]}\n")
     assert errors_of(path, lambda name: True) == [
