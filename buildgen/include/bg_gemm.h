@@ -404,6 +404,14 @@ static inline void bg__tile_rows(const bg__gemm *g, int64_t kc, const float *a, 
     if (epilogue) bg__epilogue_block(c, g->ldc, i, j, mr, nr, g->ep);
 }
 
+/* Whether the micro-kernel reads B in place (a few rows of A use each B panel too few
+ * times to pay for packing it); only a ragged last panel is packed. */
+static inline int bg__gemm_direct_b(const bg__gemm *g)
+{
+    return g->bsrc->pack == bg__pack_b_matrix && !g->bsrc->trans &&
+           g->M <= BG_GEMM_DIRECT_B_MAX_M;
+}
+
 /* Rows [i0, i1) x columns [j0, j1) of the GEMM g, with i0 a multiple of MR and j0 of NR:
  * every tile is then the one the whole-matrix loop would compute (same MR x NR grid, same
  * K slices, same edge handling), so splitting C among threads changes no bit of it. */
@@ -412,8 +420,7 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
 {
     const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR, M = g->M, N = g->N, K = g->K;
     const bg__bsrc *bsrc = g->bsrc;
-    const int direct_b = bsrc->pack == bg__pack_b_matrix && !bsrc->trans &&
-                         M <= BG_GEMM_DIRECT_B_MAX_M;
+    const int direct_b = bg__gemm_direct_b(g);
     const int epilogue = bg__epilogue_active(g->ep);
     float *const pa = ws;
     float *const pb = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), MR) *
@@ -549,17 +556,70 @@ static bg__gemm_split bg__gemm_plan(const bg__gemm *g, int threads)
     return best;
 }
 
+static void bg__gemm_split_run(const bg__gemm *g, float *ws, bg_threadpool *pool)
+{
+    const bg__gemm_split split = bg__gemm_plan(g, bg_threadpool_threads(pool));
+    const int64_t tasks = split.col_tasks * ((g->M + split.row_step - 1) / split.row_step);
+    bg_parallel(pool, tasks, bg__gemm_task, &split, ws);
+}
+
+/* B packed once for every row block: its panels shared out among the threads, into the
+ * caller's packing space. */
+typedef struct bg__shared_b {
+    const bg__gemm *g;
+    float *packed; /* K x round_up(N, NR): one K slice, in bg_sgemm_pack_b's layout */
+    int64_t panels_per_task;
+} bg__shared_b;
+
+static void bg__shared_b_task(const void *ctx, int64_t task, void *ws)
+{
+    const bg__shared_b *s = (const bg__shared_b *)ctx;
+    const bg__gemm *g = s->g;
+    const int64_t j0 = task * s->panels_per_task * BG_GEMM_NR;
+    const int64_t nc = bg__min64(s->panels_per_task * BG_GEMM_NR, g->N - j0);
+    float *const scratch = bg__align64(ws) + bg__gemm_pack_floats(g->M, g->N, g->K);
+    g->bsrc->pack(g->bsrc, 0, g->K, j0, nc, s->packed + j0 * g->K, scratch);
+}
+
+/* Whether g should pack B once for all threads: when the best split cuts C into row blocks
+ * (N narrow against M: few output pixels, many filters, as in the 1x1 and strided
+ * convolutions of a CNN's later stages), each block would pack all of B itself. Only where
+ * B is one K slice, which the caller's packing space holds whole; with more slices, a
+ * fork-join per slice cost more than the packing it saved (ResNet-50's 14x14 stage). */
+static int bg__gemm_shares_b(const bg__gemm *g, int threads)
+{
+    if (!g->bsrc->pack || bg__gemm_direct_b(g) || g->K > BG_GEMM_KC || g->N > BG_GEMM_NC)
+        return 0;
+    return bg__gemm_plan(g, threads).row_step < g->M;
+}
+
+/* g with B packed once, then split as for a prepacked B. Every tile is computed as the
+ * blocked loop computes it, so the bits are the same. */
+static void bg__gemm_run_shared_b(const bg__gemm *g, float *ws, bg_threadpool *pool)
+{
+    const int64_t NR = BG_GEMM_NR, M = g->M, N = g->N, K = g->K;
+    float *const packed = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), BG_GEMM_MR) *
+                                                K, 16); /* bg__gemm_blocked's B block */
+    const int64_t panels = (N + NR - 1) / NR, blocks = 2 * (int64_t)bg_threadpool_threads(pool);
+    const bg__shared_b job = {g, packed, (panels + blocks - 1) / blocks};
+    bg_parallel(pool, (panels + job.panels_per_task - 1) / job.panels_per_task,
+                bg__shared_b_task, &job, ws);
+    const bg__bsrc prepacked = {NULL, packed, 0, 0, NULL, NULL};
+    bg__gemm shared = *g;
+    shared.bsrc = &prepacked;
+    bg__gemm_split_run(&shared, ws, pool);
+}
+
 /* The GEMM g on the pool's threads (or the caller's alone); ws is the caller's workspace. */
 static void bg__gemm_run(const bg__gemm *g, float *ws, bg_threadpool *pool)
 {
     const int threads = bg_threadpool_threads(pool);
-    if (threads < 2 || g->M * g->N * g->K < BG_GEMM_PARALLEL_MIN_MACS) {
+    if (threads < 2 || g->M * g->N * g->K < BG_GEMM_PARALLEL_MIN_MACS)
         bg__gemm_blocked(g, 0, g->M, 0, g->N, ws);
-        return;
-    }
-    const bg__gemm_split split = bg__gemm_plan(g, threads);
-    const int64_t tasks = split.col_tasks * ((g->M + split.row_step - 1) / split.row_step);
-    bg_parallel(pool, tasks, bg__gemm_task, &split, ws);
+    else if (bg__gemm_shares_b(g, threads))
+        bg__gemm_run_shared_b(g, ws, pool);
+    else
+        bg__gemm_split_run(g, ws, pool);
 }
 
 #include "bg_gemv.h"

@@ -21,6 +21,7 @@ GEMMS = [
     (100, 301, 37 * 8),  # K crosses a KC slice
     (7, 2000, 64),  # few rows: split along N
     (515, 13, 300),  # few columns: split along M
+    (192, 49, 600),  # split along M with B packed once a K slice, shared by the threads
     (64, 3136, 27),  # a first convolution's shape
     (1, 4099, 300),  # the row matrix-vector path
     (3001, 1, 200),  # the column matrix-vector path
@@ -62,6 +63,9 @@ CONVS = {
     # the shifted form's phase planes, big enough to be copied on every thread
     "strided_3x3": Conv(1, 32, 40, 40, 32, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
     "pointwise": Conv(1, 96, 20, 20, 64, (1, 1)),
+    # a 7x7 stage: many filters, few pixels (B packed once, shared by the threads)
+    "late_pointwise": Conv(1, 320, 7, 7, 192, (1, 1), act=ACT_RELU),
+    "late_strided": Conv(1, 64, 14, 14, 160, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
     "groups_3_batch_2": Conv(2, 24, 16, 16, 30, (3, 3), group=3, stride=(2, 2),
                              pads=(1, 1, 1, 1)),
     "depthwise": Conv(2, 40, 30, 30, 40, (3, 3), group=40, pads=(1, 1, 1, 1), act=ACT_TANH),
