@@ -57,12 +57,12 @@ def conv2d_is_direct(p: Mapping[str, int]) -> bool:
 
 def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
     """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
-    on the GEMM tile's 4-row side (a quarter fewer padded lanes, at least)."""
+    on the GEMM tile's 4-row side (an eighth fewer padded lanes, at least)."""
     if conv2d_is_direct(p):
         return False
     mg, n = p["M"] // p["group"], p["OH"] * p["OW"]
     lanes = _round_up(n, _NR) * _round_up(mg, _MR)
-    return 4 * _round_up(n, _MR) * _round_up(mg, _NR) < 3 * lanes
+    return 8 * _round_up(n, _MR) * _round_up(mg, _NR) < 7 * lanes
 
 
 def _conv2d_is_pointwise(p: Mapping[str, int]) -> bool:
