@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from buildgen.errors import error
 from buildgen.importer.activations import hard_activations
+from buildgen.importer.affine import fold_affine
 from buildgen.importer.canonical import canonicalize, drop_identities
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.fold import fold
@@ -86,6 +87,7 @@ def import_model(
 
     outputs = [o.name for o in onnx_graph.output]
     kept = hard_activations(drop_identities(kept, outputs), constants, outputs)
+    kept = fold_affine(kept, constants, inferred, outputs)
     _check_outputs(
         outputs, {*runtime_inputs, *constants, *(t for n in kept for t in n.output)}, path
     )
