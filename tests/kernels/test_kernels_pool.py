@@ -57,6 +57,19 @@ CASES = {
     ),
     "avg_wide_s1": Pool("AveragePool", 4, 67, (3, 3), pads=(1, 1, 1, 1)),
     "avg_global": Pool("AveragePool", 7, 7, (7, 7)),
+    # Stride 1, output the input's size: the separable path (bg__pool_same)
+    "max_same_3x3": Pool("MaxPool", 7, 7, (3, 3), pads=(1, 1, 1, 1)),
+    "max_same_5x5_sppf": Pool("MaxPool", 20, 20, (5, 5), pads=(2, 2, 2, 2)),
+    "max_same_asym": Pool("MaxPool", 6, 9, (3, 4), pads=(0, 3, 2, 0)),
+    "max_same_1x3": Pool("MaxPool", 5, 8, (1, 3), pads=(0, 1, 0, 1)),
+    "max_same_wider_than_plane": Pool("MaxPool", 3, 4, (5, 7), pads=(2, 3, 2, 3)),
+    "avg_same_exclude": Pool("AveragePool", 14, 14, (3, 3), pads=(1, 1, 1, 1)),
+    "avg_same_include": Pool("AveragePool", 13, 11, (3, 3), pads=(1, 1, 1, 1),
+                             count_include_pad=1),
+    "avg_same_asym_include": Pool("AveragePool", 8, 10, (4, 3), pads=(3, 0, 0, 2),
+                                  count_include_pad=1),
+    "avg_same_5x5": Pool("AveragePool", 32, 32, (5, 5), pads=(2, 2, 2, 2)),
+    "avg_same_1x1": Pool("AveragePool", 4, 5, (1, 1)),
 }
 
 
@@ -100,3 +113,25 @@ def run_case(k: Kernels, case: Pool) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_pool2d(kernels_any: Kernels, name: str) -> None:
     run_case(kernels_any, CASES[name])
+
+
+def test_max_of_a_window_skips_nan_on_either_path(kernels_any: Kernels) -> None:
+    """A NaN tap never wins a max (an all-NaN window gives -inf), on the separable "same"
+    path (7x7) as on the window rows (strided): the two paths agree on every input."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 2, 7, 7)).astype(np.float32)
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1, :2, :2] = np.nan  # the corner window (0, 0) is NaN alone
+    for stride, out in ((1, 7), (2, 4)):
+        params = [1, 2, 7, 7, out, out, 3, 3, stride, stride, 1, 1, 1, 1, 1, 1]
+        y = np.zeros((1, 2, out, out), np.float32)
+        k_pool = kernels_any.pool2d
+        k_pool(params, False, True, x, y)
+        padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=np.nan)
+        for c in range(2):
+            for i in range(out):
+                for j in range(out):
+                    window = padded[0, c, i * stride:i * stride + 3, j * stride:j * stride + 3]
+                    taps = window[~np.isnan(window)]
+                    want = taps.max() if taps.size else -np.inf
+                    assert y[0, c, i, j] == want, (stride, c, i, j)
