@@ -29,7 +29,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from buildgen.fsutil import owned_privately, private_folder, write_atomic
+from buildgen.fsutil import owned_privately, write_atomic
 
 # Bumped when the way a schema becomes code changes, so old modules are not reused.
 _FORMAT = 1
@@ -130,9 +130,9 @@ def _run(code: CodeType) -> Validate:
 
 
 def _private_folder() -> Path | None:
-    from buildgen.cache.settings import default_dir
+    from buildgen.cache.settings import private_subfolder
 
-    return private_folder(default_dir(os.environ) / "schemas")
+    return private_subfolder("schemas")
 
 
 def _without_annotations(node: Any, names: bool = False) -> Any:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildgen.fsutil import private_folder
 from buildgen.remote.settings import ExecutorSettings, ExecutorSettingsError, resolve_executor
 
 if TYPE_CHECKING:
@@ -75,6 +76,13 @@ def parse_size(text: str) -> int:
 def default_dir(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(os.path.abspath(base)) / "buildgen"
+
+
+def private_subfolder(name: str) -> Path | None:
+    """Folder `name` of this user's buildgen cache folder, made private
+    (fsutil.private_folder), or None: where buildgen keeps what it runs or trusts (the
+    schemas' generated code, plug-ins' entry points)."""
+    return private_folder(default_dir(os.environ) / name)
 
 
 def settings_file_text(options: CacheOptions, remote: RemoteOptions | None = None) -> str:

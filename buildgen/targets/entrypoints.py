@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildgen.fsutil import owned_privately, private_folder, write_atomic
+from buildgen.fsutil import owned_privately, write_atomic
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -94,7 +94,7 @@ def _installation_key() -> tuple[str, bool]:
 
 def _cache_file() -> Path | None:
     """In a private folder: a plug-in named there is imported."""
-    from buildgen.cache.settings import default_dir
+    from buildgen.cache.settings import private_subfolder
 
-    folder = private_folder(default_dir(os.environ) / "plugins")
+    folder = private_subfolder("plugins")
     return folder / "entry-points.json" if folder is not None else None
