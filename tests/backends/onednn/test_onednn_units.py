@@ -36,6 +36,25 @@ def test_declines_with_reasons(backend, tmp_path: Path) -> None:
     assert "matrix-vector" in backend.decline_reason(matmul, graph)
 
 
+@pytest.mark.parametrize(("opset", "shape", "axis", "declined"), [
+    (17, [1, 16, 4, 20], 1, True),  # YOLOv8's DFL head: over the bins, the anchors after
+    (17, [1, 16, 4, 20], -1, False),
+    (17, [2, 10], 1, False),  # a classifier's last axis
+    (11, [1, 16, 4, 20], 1, False),  # Softmax-11 flattens from the axis on: innermost
+])
+def test_softmax_over_an_inner_axis_is_left_to_the_host(
+    backend, tmp_path: Path, opset: int, shape: list[int], axis: int, declined: bool
+) -> None:
+    b = Builder(f"softmax_{opset}_{axis}", opset=opset)
+    b.outputs.append(b.node("Softmax", [b.input("x", shape)], "y", axis=axis))
+    graph, _ = imported(b.model(), {"x": tuple(shape)}, tmp_path)
+    reason = backend.decline_reason(graph.nodes[0], graph)
+    if declined:
+        assert reason is not None and "innermost axis only" in reason and "80 elements" in reason
+    else:
+        assert reason is None
+
+
 def test_convs_and_pools_pass_blocked_layouts_inside_a_region(tmp_path: Path) -> None:
     graph, _ = imported(pools(), {"x": (1, 8, 15, 15)}, tmp_path)
     layout = region_layout(graph, one_region(graph, "onednn").regions[0])
