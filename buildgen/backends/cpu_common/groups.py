@@ -17,16 +17,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from buildgen.backends.cpu_common.gelu import GeluMatch, gelu_at
+from buildgen.backends.cpu_common.gelu import gelu_at
 from buildgen.backends.cpu_common.steps import (
     EPILOGUE_OPS,
     Binary,
     Gelu,
     Step,
+    Swish,
     chain_candidates,
     step_for,
     step_nodes,
 )
+from buildgen.backends.cpu_common.swish import swish_at
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
 
@@ -44,6 +46,7 @@ class ChainRules:
     max_steps: int = 6
     step_reason: Callable[[Step, Graph], str | None] = lambda step, graph: None
     gelu: bool = False  # runs an exported erf GELU (five nodes) as one step
+    swish: bool = False  # runs an exported SiLU, x * Sigmoid(x), as one step
 
     def describe(self) -> str:
         return "/".join(sorted(self.fusable))
@@ -79,6 +82,16 @@ class Group:
         return tuple(n for n in dict.fromkeys(names) if not graph.is_weight(n))
 
 
+def compound_at(node: Node, graph: Graph, rules: ChainRules) -> Gelu | Swish | None:
+    """The multi-node activation the backend runs as one step that `node` belongs to (a
+    GELU's or a SiLU's nodes, which no chain can declare: their input feeds two of them)."""
+    if rules.gelu and (gelu := gelu_at(graph, node)) is not None:
+        return Gelu(gelu)
+    if rules.swish and (swish := swish_at(graph, node)) is not None:
+        return Swish(swish)
+    return None
+
+
 def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
     """Whether `node`'s output can carry a chain: it is a fusable anchor the backend takes,
     or a step of such a chain within `budget` steps."""
@@ -100,8 +113,8 @@ def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
     """decline_reason of a backend whose nodes are anchors and the chains fused after them."""
     if node.op in rules.anchors:
         return rules.anchor_reason(node, graph)
-    if rules.gelu and gelu_at(graph, node) is not None:
-        return None  # fused after its MatMul/Gemm, or one eltwise of its own
+    if compound_at(node, graph, rules) is not None:
+        return None  # fused after its anchor, or one eltwise of its own
     if node.op not in EPILOGUE_OPS:
         return f"no {rules.kind} pattern covers {node.op}"
     problems = []
@@ -124,9 +137,9 @@ def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str
     """None if `nodes` (an anchor, then steps each reading the previous node's first output,
     as a pattern match is) is a chain the backend fuses, else the first reason it is not."""
     first = nodes[0]
-    if rules.gelu and first.op not in rules.anchors:
-        match = gelu_at(graph, first)
-        if match is not None and match.nodes == tuple(nodes):
+    if first.op not in rules.anchors:
+        compound = compound_at(first, graph, rules)
+        if compound is not None and compound.match.nodes == tuple(nodes):
             return None
     if first.op not in rules.anchors:
         return f"{first.op} does not start a {rules.kind} group"
@@ -135,15 +148,23 @@ def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str
         return reason
     if len(nodes) > 1 and first.op not in rules.fusable:
         return f"{first.op} takes no fused steps on {rules.kind}"
-    if len(nodes) - 1 > rules.max_steps:
+    steps, i = 0, 1
+    while i < len(nodes):
+        compound = compound_at(nodes[i], graph, rules)
+        if compound is not None and tuple(nodes[i:i + len(compound.match.nodes)]) \
+                == compound.match.nodes and compound.match.source == nodes[i - 1].outputs[0]:
+            i += len(compound.match.nodes)  # a GELU or SiLU of the chain's value: one step
+        else:
+            step = step_for(nodes[i], graph, nodes[i - 1].outputs[0])
+            if isinstance(step, str):
+                return step
+            reason = rules.step_reason(step, graph)
+            if reason is not None:
+                return reason
+            i += 1
+        steps += 1
+    if steps > rules.max_steps:
         return f"more than {rules.max_steps} fused steps"
-    for before, node in zip(nodes, nodes[1:], strict=False):
-        step = step_for(node, graph, before.outputs[0])
-        if isinstance(step, str):
-            return step
-        reason = rules.step_reason(step, graph)
-        if reason is not None:
-            return reason
     return None
 
 
@@ -176,23 +197,26 @@ def _standalone(node: Node, graph: Graph, rules: ChainRules) -> _Building:
     raise error(f"{rules.kind} backend cannot run node '{node.name}' ({node.op}): {detail}")
 
 
-def _place_gelu(match: GeluMatch, graph: Graph, order: dict[str, int],
-                groups: list[_Building], open_tails: dict[str, int], rules: ChainRules) -> None:
-    """A GELU joins the group computing its input when nothing else reads that input, else
-    it is a group of its own."""
+def _place_compound(step: Gelu | Swish, graph: Graph, order: dict[str, int],
+                    groups: list[_Building], open_tails: dict[str, int], rules: ChainRules
+                    ) -> None:
+    """A GELU or SiLU joins the group computing its input when nothing else reads that
+    input, else it is a group of its own."""
+    match = step.match
     missing = [n.name for n in match.nodes if n.name not in order]
     if missing:
-        raise error(f"{rules.kind} backend: region holds part of a GELU without {missing}")
+        what = "GELU" if isinstance(step, Gelu) else "SiLU"
+        raise error(f"{rules.kind} backend: region holds part of a {what} without {missing}")
     readers = {n.name for n in graph.consumers(match.source)}
     inside = {n.name for n in match.nodes}
     index = open_tails.get(match.source)
     if (index is not None and readers <= inside and match.source not in graph.output_names
             and len(groups[index].steps) < rules.max_steps):
-        groups[index].steps.append(Gelu(match))
+        groups[index].steps.append(step)
         del open_tails[match.source]
         open_tails[match.output] = index
         return
-    groups.append(_Building(None, match.source, [Gelu(match)]))
+    groups.append(_Building(None, match.source, [step]))
     open_tails[match.output] = len(groups) - 1
 
 
@@ -202,15 +226,15 @@ def group_region(graph: Graph, nodes: Sequence[str], rules: ChainRules) -> list[
     order = {name: i for i, name in enumerate(nodes)}
     groups: list[_Building] = []
     open_tails: dict[str, int] = {}  # a group's current output tensor -> the group
-    taken: set[str] = set()  # nodes already placed with an earlier one (a GELU's)
+    taken: set[str] = set()  # nodes already placed with an earlier one (a GELU's, a SiLU's)
     for name in nodes:
         node = graph.node(name)
         if name in taken:
             continue
-        match = gelu_at(graph, node) if rules.gelu else None
-        if match is not None:
-            taken.update(n.name for n in match.nodes)
-            _place_gelu(match, graph, order, groups, open_tails, rules)
+        compound = compound_at(node, graph, rules)
+        if compound is not None:
+            taken.update(n.name for n in compound.match.nodes)
+            _place_compound(compound, graph, order, groups, open_tails, rules)
             continue
         if node.op in rules.anchors:
             reason = rules.anchor_reason(node, graph)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from buildgen.backends.cpu_common.gelu import GeluMatch
+from buildgen.backends.cpu_common.swish import SwishMatch
 from buildgen.ir import DType, Graph, Node
 
 # Activations every library backend fuses, with what they compute (for the docs).
@@ -76,11 +77,24 @@ class Gelu:
         return self.match.nodes[-1]
 
 
-Step = Act | Binary | Affine | Gelu
+@dataclass(frozen=True)
+class Swish:
+    """The Sigmoid and Mul of an exported SiLU, x * sigmoid(x) (see swish.py), as one
+    activation."""
+
+    match: SwishMatch
+
+    @property
+    def node(self) -> Node:
+        """The node that writes its output (what a comment names)."""
+        return self.match.nodes[-1]
+
+
+Step = Act | Binary | Affine | Gelu | Swish
 
 
 def step_nodes(step: Step) -> tuple[Node, ...]:
-    return step.match.nodes if isinstance(step, Gelu) else (step.node,)
+    return step.match.nodes if isinstance(step, (Gelu, Swish)) else (step.node,)
 
 
 def _used(graph: Graph, name: str) -> bool:

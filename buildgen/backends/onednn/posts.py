@@ -17,7 +17,7 @@ import numpy as np
 
 from buildgen.backends.c.cwriter import float_literal
 from buildgen.backends.cpu_common.carrays import StaticArray
-from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step
+from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step, Swish
 from buildgen.backends.cpu_common.values import act_params, bn_scale_shift, scalar_operand
 from buildgen.backends.onednn.layout import RegionLayout
 from buildgen.ir import Graph
@@ -71,6 +71,15 @@ def eltwise_of(step: Act, weights: Mapping[str, np.ndarray] | None) -> tuple[str
 def _gelu_what(step: Gelu) -> str:
     first, last = step.match.nodes[0], step.match.nodes[-1]
     return f"GELU (erf) of 5 nodes '{first.name}' .. '{last.name}'"
+
+
+# x * sigmoid(alpha * x) with alpha 1: SiLU
+SWISH = ("dnnl_eltwise_swish", 1.0, 0.0)
+
+
+def _swish_what(step: Swish) -> str:
+    sigmoid, mul = step.match.nodes
+    return f"SiLU of Sigmoid '{sigmoid.name}' and Mul '{mul.name}'"
 
 
 def linear_of(step: Binary, value: float) -> tuple[float, float]:
@@ -131,6 +140,8 @@ def step_posts(
             posts.append(_eltwise(*eltwise_of(step, weights), what))
         elif isinstance(step, Gelu):
             posts.append(_eltwise("dnnl_eltwise_gelu_erf", 0.0, 0.0, _gelu_what(step)))
+        elif isinstance(step, Swish):
+            posts.append(_eltwise(*SWISH, _swish_what(step)))
         elif isinstance(step, Affine):
             scale, shift = bn_scale_shift(step.node, weights)
             base = f"{prefix}_bn{len(arrays) // 2}"

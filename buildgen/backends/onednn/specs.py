@@ -12,12 +12,12 @@ import numpy as np
 from buildgen.backends.c.cwriter import comment, float_literal, shape_text
 from buildgen.backends.cpu_common.geometry import Window, window
 from buildgen.backends.cpu_common.groups import Group
-from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step
+from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step, Swish
 from buildgen.backends.cpu_common.values import bn_scale_shift, scalar_operand, weight
 from buildgen.backends.onednn.blocks import Block, Context, dims, posts_lines, spec
 from buildgen.backends.onednn.layout import RegionLayout, sum_step
 from buildgen.backends.onednn.matmul import matmul_block, number_attr, padder
-from buildgen.backends.onednn.posts import BINARY_ALG, eltwise_of, linear_of, step_posts
+from buildgen.backends.onednn.posts import BINARY_ALG, SWISH, eltwise_of, linear_of, step_posts
 from buildgen.backends.onednn.resample import check_sampling
 from buildgen.backends.onednn.rnn import RECURRENT
 from buildgen.backends.onednn.rnn_block import rnn_block
@@ -171,9 +171,11 @@ def _standalone(ctx: Context, group: Group) -> tuple[list[str], str, list[str]]:
     ctx.arrays += arrays
     unary = spec("bg_dnnl_unary_spec", _unary_fields(ctx, group.source, group, False))
     value = scalar_operand(first, ctx.graph, ctx.weights) if isinstance(first, Binary) else None
-    if isinstance(first, (Act, Gelu)) or value is not None:
+    if isinstance(first, (Act, Gelu, Swish)) or value is not None:
         if isinstance(first, Gelu):
             alg, alpha, beta = "dnnl_eltwise_gelu_erf", 0.0, 0.0
+        elif isinstance(first, Swish):
+            alg, alpha, beta = SWISH
         elif isinstance(first, Act):
             alg, alpha, beta = eltwise_of(first, ctx.weights)
         else:

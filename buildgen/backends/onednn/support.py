@@ -159,4 +159,5 @@ RULES = ChainRules(
     fusable=FUSABLE,
     anchor_reason=anchor_reason,
     gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
+    swish=True,  # oneDNN's swish eltwise (alpha 1), likewise
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cpulib_build import imported, one_region
-from cpulib_cases import Builder, conv_block, mm_batched, mm_bias_relu, pools
+from cpulib_cases import Builder, conv_block, mm_batched, mm_bias_relu, pools, silu
 
 from buildgen.backends.onednn import OneDNNBackend
 from buildgen.backends.onednn.layout import region_layout
@@ -53,6 +53,34 @@ def test_softmax_over_an_inner_axis_is_left_to_the_host(
         assert reason is not None and "innermost axis only" in reason and "80 elements" in reason
     else:
         assert reason is None
+
+
+def test_a_silu_after_a_conv_is_its_swish_post_op(backend, tmp_path: Path) -> None:
+    from buildgen.backends.cpu_common.groups import group_region
+    from buildgen.backends.cpu_common.steps import Swish
+    from buildgen.backends.onednn.support import RULES
+
+    graph, _ = imported(silu(), {"x": (1, 4, 8, 8)}, tmp_path)
+    assert all(backend.decline_reason(n, graph) is None for n in graph.nodes if n.op != "Add")
+    groups = group_region(graph, [n.name for n in graph.nodes if n.op != "Add"], RULES)
+    # c1 + SiLU, c2 + SiLU (operands the other way round), then a SiLU whose input (m2) is
+    # also read by the Add: a swish of its own
+    assert [(g.anchor.name if g.anchor else None, [type(s).__name__ for s in g.steps])
+            for g in groups] == [("/c1", ["Swish"]), ("/c2", ["Swish"]), (None, ["Swish"])]
+    assert isinstance(groups[2].steps[0], Swish) and groups[2].source == "m2"
+
+
+def test_a_mul_by_another_tensors_sigmoid_is_no_silu(tmp_path: Path) -> None:
+    from buildgen.backends.cpu_common.groups import group_region
+    from buildgen.backends.onednn.support import RULES
+
+    b = Builder("not_silu")
+    x = b.input("x", [1, 4, 8, 8])
+    c = b.node("Conv", [x, b.weight("w", [4, 4, 1, 1])], "c")
+    b.outputs.append(b.node("Mul", [x, b.node("Sigmoid", [c], "s")], "y"))
+    graph, _ = imported(b.model(), {"x": (1, 4, 8, 8)}, tmp_path)
+    (group,) = group_region(graph, [n.name for n in graph.nodes], RULES)
+    assert [type(s).__name__ for s in group.steps] == ["Act", "Binary"]  # a gate by x
 
 
 def test_convs_and_pools_pass_blocked_layouts_inside_a_region(tmp_path: Path) -> None:

@@ -171,6 +171,20 @@ def norms() -> onnx.ModelProto:
     return b.model()
 
 
+def silu() -> onnx.ModelProto:
+    """SiLU after a Conv (YOLOv8, EfficientNet), both operand orders, then one whose input
+    is also read elsewhere (it cannot fuse: a swish of its own)."""
+    b = Builder("silu")
+    x = b.input("x", [1, 4, 8, 8])
+    c = b.node("Conv", [x, b.weight("w1", [8, 4, 3, 3])], "c1", pads=[1, 1, 1, 1])
+    y = b.node("Mul", [c, b.node("Sigmoid", [c], "s1")], "m1")
+    c = b.node("Conv", [y, b.weight("w2", [8, 8, 1, 1])], "c2")
+    y = b.node("Mul", [b.node("Sigmoid", [c], "s2"), c], "m2")
+    z = b.node("Mul", [y, b.node("Sigmoid", [y], "s3")], "m3")
+    b.outputs.append(b.node("Add", [z, y], "y"))
+    return b.model()
+
+
 def depthwise_3d() -> onnx.ModelProto:
     b = Builder("depthwise_3d")
     x = b.input("x", [1, 6, 9, 9])
@@ -235,6 +249,7 @@ ONEDNN_ONLY = (
          ("MaxPool", "AveragePool", "Conv", "GlobalAveragePool")),
     Case("norms", norms, {"x": (2, 6, 10)},
          ("Softmax", "LayerNormalization", "MatMul", "LogSoftmax")),
+    Case("silu", silu, {"x": (1, 4, 8, 8)}, ("Conv", "Sigmoid", "Mul")),
     Case("depthwise_3d", depthwise_3d, {"x": (1, 6, 9, 9), "v": (1, 2, 5, 6, 7)},
          ("Conv", "Relu", "HardSwish")),
 )
