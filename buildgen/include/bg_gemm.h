@@ -360,13 +360,18 @@ static inline int64_t bg__balanced_block(int64_t n, int64_t block, int64_t unit)
     return size < block ? size : block;
 }
 
+/* Floats of the blocked path's A block: where its B block starts in the packing space. */
+static inline int64_t bg__gemm_a_floats(int64_t M, int64_t K)
+{
+    const int64_t mc = bg__round_up(bg__min64(M, BG_GEMM_MC), BG_GEMM_MR);
+    return bg__round_up(mc * bg__min64(K, BG_GEMM_KC), 16);
+}
+
 /* Floats of packing space the blocked path needs (A block, then B block). */
 static inline int64_t bg__gemm_pack_floats(int64_t M, int64_t N, int64_t K)
 {
-    const int64_t kc = bg__min64(K, BG_GEMM_KC);
-    const int64_t mc = bg__round_up(bg__min64(M, BG_GEMM_MC), BG_GEMM_MR);
     const int64_t nc = bg__round_up(bg__min64(N, BG_GEMM_NC), BG_GEMM_NR);
-    return bg__round_up(mc * kc, 16) + nc * kc;
+    return bg__gemm_a_floats(M, K) + nc * bg__min64(K, BG_GEMM_KC);
 }
 
 /* One GEMM C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C), M, N, K >= 1, alpha != 0:
@@ -423,8 +428,7 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
     const int direct_b = bg__gemm_direct_b(g);
     const int epilogue = bg__epilogue_active(g->ep);
     float *const pa = ws;
-    float *const pb = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), MR) *
-                                            bg__min64(K, BG_GEMM_KC), 16);
+    float *const pb = ws + bg__gemm_a_floats(M, K);
     float *const scratch = ws + bg__gemm_pack_floats(M, N, K);
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     /* With a single row block (M <= MC) a packed B block is used once, right after it is
@@ -598,8 +602,7 @@ static int bg__gemm_shares_b(const bg__gemm *g, int threads)
 static void bg__gemm_run_shared_b(const bg__gemm *g, float *ws, bg_threadpool *pool)
 {
     const int64_t NR = BG_GEMM_NR, M = g->M, N = g->N, K = g->K;
-    float *const packed = ws + bg__round_up(bg__round_up(bg__min64(M, BG_GEMM_MC), BG_GEMM_MR) *
-                                                K, 16); /* bg__gemm_blocked's B block */
+    float *const packed = ws + bg__gemm_a_floats(M, K); /* bg__gemm_blocked's B block */
     const int64_t panels = (N + NR - 1) / NR, blocks = 2 * (int64_t)bg_threadpool_threads(pool);
     const bg__shared_b job = {g, packed, (panels + blocks - 1) / blocks};
     bg_parallel(pool, (panels + job.panels_per_task - 1) / job.panels_per_task,
