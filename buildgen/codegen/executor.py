@@ -93,26 +93,35 @@ def _table(model: str, kind: str, values: tuple[Value, ...]) -> list[str]:
     ]
 
 
-def _module_functions(partition: Partition, backend: str) -> list[tuple[str, str, str]]:
+def _module_functions(partition: Partition, backend: str, timed: bool,
+                      ) -> list[tuple[str, str, str]]:
     """(return type, name after M__<backend>_, parameters) of a module's functions."""
     region = "bg_env *env, const void *const *in, void *const *out"
     return [
         ("int", "create", "bg_env *env"),
         ("void", "destroy", "bg_env *env"),
         *(("int", r.id, region) for r in partition.regions_for(backend)),
+        *([("bg_kernel_times", "kernel_times", "const bg_env *env")]
+          if backend in _kernel_timers(partition, timed) else []),
     ]
 
 
-def _declarations(model: str, partition: Partition, isa: IsaPlan) -> list[str]:
+def _kernel_timers(partition: Partition, timed: bool) -> tuple[str, ...]:
+    """The backends whose modules time their kernels (buildgen_abi.h, bg_kernel_times)."""
+    return tuple(b for b in partition.backends if timed and get_kind(b).kernel_times)
+
+
+def _declarations(model: str, partition: Partition, isa: IsaPlan, timed: bool) -> list[str]:
     lines = [f"extern const unsigned char {weights_symbol(model)}[];"]
     for backend in partition.backends:
         p = f"{model}__{backend}"
         levels = isa.levels(backend)
+        functions = _module_functions(partition, backend, timed)
         if not levels:
             lines += [f"/* backend module {backend} */", f"extern const size_t {p}_scratch_bytes;"]
-            lines += [f"{t} {p}_{f}({a});" for t, f, a in _module_functions(partition, backend)]
+            lines += [f"{t} {p}_{f}({a});" for t, f, a in functions]
             continue
-        lines += variant_table(p, backend, levels, _module_functions(partition, backend))
+        lines += variant_table(p, backend, levels, functions)
     return lines
 
 
@@ -354,7 +363,7 @@ def generate_executor(
         *([f"#define DEVICE_BOUNDARY_BYTES ((size_t){plan.device_total})"]
           if plan.uses_device else []),
         "",
-        *_declarations(model, partition, isa),
+        *_declarations(model, partition, isa, timed),
         "",
         *_struct(model, partition, plan, isa, timed),
         "",
@@ -385,7 +394,9 @@ def generate_executor(
         "    return m ? m->cpu_isa : NULL;",
         "}",
         "",
-        *(profile.functions(model, partition) if timed else []),
+        *(profile.functions(model, partition, [
+            f"{_call(model, b, 'kernel_times', isa)}(&m->env_{b})"
+            for b in _kernel_timers(partition, timed)]) if timed else []),
     ]
     return ExecutorSources(
         source_c="\n".join(lines),

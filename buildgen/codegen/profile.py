@@ -11,12 +11,23 @@ header, with <MODEL>_PROFILE_REGIONS giving their count at compile time):
     uint64_t    <m>_profile_runs(const <m>_model *)  runs since create or reset
     void        <m>_profile_reset(<m>_model *)
 
+Modules that time their kernels too (a kind's rules `kernel_times`: the c host) export
+M__<kind>_kernel_times (buildgen_abi.h); the library lists their kernels one module after
+another, each label naming its region first:
+
+    int         <m>_profile_kernel_count(const <m>_model *)
+    const char *<m>_profile_kernel(const <m>_model *, int i)   "r0 k3_conv_relu: Conv 'c1'..."
+    double      <m>_profile_kernel_seconds(const <m>_model *, int i)
+
+and <m>_profile_reset clears their counters as well.
+
 `buildgen profile` reads them through the run driver; an application can too. Without
 `profile`, none of this is generated and the run has no clock reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from buildgen.partition.model import Partition
@@ -66,11 +77,13 @@ def run_end() -> list[str]:
     return ["    m->profile_runs++;"]
 
 
-def functions(model: str, partition: Partition) -> list[str]:
+def functions(model: str, partition: Partition, kernel_times: Sequence[str]) -> list[str]:
+    """`kernel_times`: a C expression of each kernel-timing module's bg_kernel_times."""
     # Region ids (r0, r1...) and backend kinds are identifiers: safe in a C string as is.
     labels = ", ".join(f'"{r.id} {r.target}"' for r in partition.regions) or '""'
     count = len(partition.regions)
     return [
+        *_kernel_functions(model, kernel_times),
         f"static const char *const profile_labels[] = {{{labels}}};",
         "",
         f"int {model}_profile_count(void) {{ return {count}; }}",
@@ -88,9 +101,55 @@ def functions(model: str, partition: Partition) -> list[str]:
         "}",
         "",
         f"void {model}_profile_reset({model}_model *m) {{",
+        "    bg_kernel_times t;",
+        "    int module;",
         "    if (!m) return;",
         "    memset(m->profile_ns, 0, sizeof m->profile_ns);",
         "    m->profile_runs = 0;",
+        "    for (module = 0; kernel_module(m, module, &t); ++module)",
+        "        if (t.ns) memset(t.ns, 0, (size_t)t.count * sizeof *t.ns);",
+        "}",
+        "",
+    ]
+
+
+def _kernel_functions(model: str, kernel_times: Sequence[str]) -> list[str]:
+    cases = [f"    case {i}: *t = {call}; return 1;" for i, call in enumerate(kernel_times)]
+    return [
+        "/* The modules that time their kernels, by number: 0 past the last. */",
+        f"static int kernel_module(const {model}_model *m, int module, bg_kernel_times *t) {{",
+        *(["    switch (module) {", *cases, "    default: return 0;", "    }"]
+          if cases else ["    (void)m, (void)module, (void)t;", "    return 0;"]),
+        "}",
+        "",
+        "/* Kernel i of the library: its module's times and its index there, or -1. */",
+        f"static int kernel_at(const {model}_model *m, int i, bg_kernel_times *t) {{",
+        "    int module;",
+        "    if (!m || i < 0) return -1;",
+        "    for (module = 0; kernel_module(m, module, t); ++module) {",
+        "        if (i < t->count) return i;",
+        "        i -= t->count;",
+        "    }",
+        "    return -1;",
+        "}",
+        "",
+        f"int {model}_profile_kernel_count(const {model}_model *m) {{",
+        "    bg_kernel_times t;",
+        "    int module, count = 0;",
+        "    for (module = 0; m && kernel_module(m, module, &t); ++module) count += t.count;",
+        "    return count;",
+        "}",
+        "",
+        f"const char *{model}_profile_kernel(const {model}_model *m, int i) {{",
+        "    bg_kernel_times t;",
+        "    const int k = kernel_at(m, i, &t);",
+        "    return k < 0 ? NULL : t.labels[k];",
+        "}",
+        "",
+        f"double {model}_profile_kernel_seconds(const {model}_model *m, int i) {{",
+        "    bg_kernel_times t;",
+        "    const int k = kernel_at(m, i, &t);",
+        "    return k < 0 || !t.ns ? 0.0 : (double)t.ns[k] * 1e-9;",
         "}",
         "",
     ]
@@ -108,4 +167,10 @@ def declarations(model: str, api: str, regions: int) -> list[str]:
         f"{api} double {model}_profile_seconds(const {model}_model *m, int i);",
         f"{api} uint64_t {model}_profile_runs(const {model}_model *m);",
         f"{api} void {model}_profile_reset({model}_model *m);",
+        "/* Per kernel, for the modules that time theirs (the c host's): labels name the region",
+        " * first (\"r0 k3_conv_relu: Conv 'c1', Relu 'r1' -> [1,16,32,32]\"); seconds are",
+        " * summed like the regions'. 0 kernels where no module times its own. */",
+        f"{api} int {model}_profile_kernel_count(const {model}_model *m);",
+        f"{api} const char *{model}_profile_kernel(const {model}_model *m, int i);",
+        f"{api} double {model}_profile_kernel_seconds(const {model}_model *m, int i);",
     ]

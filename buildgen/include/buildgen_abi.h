@@ -56,4 +56,20 @@ typedef struct bg_env {
     void *stream; /* the model instance's cudaStream_t for device (cuda) backends; NULL for CPU backends */
 } bg_env;
 
+/* Kernel times, in a library built with profile: true (the host's attribute), from the
+ * modules of a kind whose rules say `kernel_times: true` (the c host). Such a module also
+ * exports
+ *
+ *   bg_kernel_times M__B_kernel_times(const bg_env *env);
+ *
+ * giving its kernels in run order: a label each ("r0 k3_conv_relu: Conv 'c1', Relu 'r1'
+ * -> [1,16,32,32]": region, kernel, the ONNX nodes it runs, its output's shape; printable
+ * ASCII), and the instance's counters, nanoseconds summed over the runs since create, which
+ * the executor reads and clears (<model>_profile_kernel_seconds, <model>_profile_reset). */
+typedef struct bg_kernel_times {
+    int count;
+    const char *const *labels;
+    uint64_t *ns; /* NULL before create */
+} bg_kernel_times;
+
 #endif

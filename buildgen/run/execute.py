@@ -60,6 +60,7 @@ class Ran:
     runs: int
     seconds: float  # the runs' time as the driver measured it (under an emulator: emulated)
     regions: tuple[float, ...] = ()  # a profiled library's seconds per region, over the runs
+    kernels: tuple[tuple[str, float], ...] = ()  # (label, seconds) per timed kernel, likewise
     isa: str = ""  # the instruction set create picked for the host code ("armv8-a")
 
 
@@ -112,6 +113,7 @@ def _stderr(text: str) -> str:
 def _parse_timing(stdout: str, label: str) -> Ran:
     timing: tuple[int, float] | None = None
     regions: dict[int, float] = {}
+    kernels: dict[int, tuple[str, float]] = {}
     isa = ""
     for line in stdout.splitlines():
         words = line.split()
@@ -121,6 +123,9 @@ def _parse_timing(stdout: str, label: str) -> Ran:
             timing = int(words[1]), float(words[3])
         elif len(words) == 4 and words[0] == "region" and words[2] == "seconds":
             regions[int(words[1])] = float(words[3])
+        elif len(words) > 4 and words[0] == "kernel" and words[2] == "seconds":
+            kernels[int(words[1])] = line.split(maxsplit=4)[4], float(words[3])
     if timing is None:
         raise BuildgenError(f"{label}: the driver printed no timing line: {stdout[-200:]!r}")
-    return Ran(*timing, tuple(regions[k] for k in sorted(regions)), isa)
+    return Ran(*timing, tuple(regions[k] for k in sorted(regions)),
+               tuple(kernels[k] for k in sorted(kernels)), isa)

@@ -5,8 +5,10 @@ The target must be built with `profile: true` on its host (the executor then tim
 region: codegen/profile.py). The library is brought up to date and run through the same
 driver as `buildgen run`: one warm-up run, then N timed ones. Printed: one row per region
 in run order (backend, nodes, the ops it holds, mean time per run, share), the time per
-backend, and the time outside every region (boundary copies, the executor). Written: a
-Chrome trace of one mean run (chrome://tracing, ui.perfetto.dev), regions laid end to end.
+backend, and the time outside every region (boundary copies, the executor); then the
+slowest kernels of the modules that time theirs (the c host's: each kernel with the ONNX
+nodes it runs). Written: a Chrome trace of one mean run (chrome://tracing,
+ui.perfetto.dev), regions laid end to end, each region's kernels inside it in run order.
 """
 
 from __future__ import annotations
@@ -33,9 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
     parser.add_argument("--runs", type=int, default=20, metavar="N",
                         help="timed runs after one warm-up (default: 20)")
+    parser.add_argument("--top", type=int, default=15, metavar="N",
+                        help="kernels listed, slowest first (default: 15; 0: every kernel, "
+                        "in run order)")
     parser.add_argument("--trace", type=Path, metavar="FILE",
                         help=f"where to write the Chrome trace (default: {TRACE} beside the "
                         "library)")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    region: str  # its region's id
+    label: str  # "k3_conv_relu: Conv 'c1', Relu 'r1' -> [1,16,32,32]"
+    seconds: float  # per run
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class RegionTime:
     region: Region
     seconds: float  # per run
     ops: str  # "Conv x3, Relu x3"
+    kernels: tuple[KernelTime, ...] = ()  # in run order; empty where its module times none
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,13 +79,20 @@ def run(args: argparse.Namespace) -> int:
     if len(ran.regions) != len(partition.regions):
         raise BuildgenError(f"{label}: the library timed {len(ran.regions)} regions, its "
                             f"partition has {len(partition.regions)}; rebuild it")
-    times = [RegionTime(r, s / ran.runs, _ops(prepared.graph, r))
+    kernels = [KernelTime(region, rest, seconds / ran.runs)
+               for (region, _, rest), seconds in ((label.partition(" "), seconds)
+                                                  for label, seconds in ran.kernels)]
+    times = [RegionTime(r, s / ran.runs, _ops(prepared.graph, r),
+                        tuple(k for k in kernels if k.region == r.id))
              for r, s in zip(partition.regions, ran.regions, strict=True)]
     total = ran.seconds / ran.runs
     how = f" under {' '.join(prepared.prefix)} (emulated time)" if prepared.prefix else ""
     print(f"{label}: {ran.runs} runs after a warm-up, {total * 1e3:.3f} ms each{how}; "
           f"inputs {prepared.origin}")
     print(_table(times, total))
+    if kernels:
+        print()
+        print(_kernel_table(kernels, total, args.top))
     trace = args.trace or prepared.build_dir / prepared.pair.files.model / \
         prepared.pair.files.target / TRACE
     _write_trace(trace, times, total, label)
@@ -110,6 +130,21 @@ def _table(times: list[RegionTime], total: float) -> str:
     return "\n".join(lines)
 
 
+def _kernel_table(kernels: list[KernelTime], total: float, top: int) -> str:
+    shown = sorted(kernels, key=lambda k: -k.seconds)[:top] if top > 0 else kernels
+    order = "slowest first" if top > 0 else "in run order"
+    rows = [(f"{k.seconds * 1e3:.3f}", _share(k.seconds, total), k.region, k.label)
+            for k in shown]
+    widths = [max(len(r[i]) for r in [("ms/run", "share", "region", ""), *rows])
+              for i in range(3)]
+    head = f"kernels, {order} ({len(shown)} of {len(kernels)}; --top N for more):"
+    lines = [head, "  ".join(["ms/run".rjust(widths[0]), "share".rjust(widths[1]),
+                              "region".ljust(widths[2]), "kernel"])]
+    lines += ["  ".join([r[0].rjust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]),
+                         r[3]]) for r in rows]
+    return "\n".join(lines)
+
+
 def _share(seconds: float, total: float) -> str:
     return f"{100 * seconds / total:.1f}%" if total > 0 else "-"
 
@@ -127,6 +162,15 @@ def _write_trace(path: Path, times: list[RegionTime], total: float, label: str) 
             "pid": 1, "tid": 1, "ts": round(at * 1e6, 3), "dur": round(t.seconds * 1e6, 3),
             "args": {"nodes": list(t.region.nodes), "ops": t.ops},
         })
+        inside = at
+        for k in t.kernels:  # nested in their region's span: the same thread, within it
+            name, _, what = k.label.partition(": ")
+            events.append({
+                "name": name, "cat": "kernel", "ph": "X", "pid": 1, "tid": 1,
+                "ts": round(inside * 1e6, 3), "dur": round(k.seconds * 1e6, 3),
+                "args": {"region": k.region, "runs": what},
+            })
+            inside += k.seconds
         at += t.seconds
     events.append({"name": "run", "cat": "run", "ph": "X", "pid": 1, "tid": 0, "ts": 0,
                    "dur": round(total * 1e6, 3), "args": {}})

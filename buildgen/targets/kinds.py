@@ -139,6 +139,9 @@ class TargetKind:
     native_only: str | None = None
     # A device's attribute that takes a foreign host triple (rules `host_triple_attr`).
     host_triple_attr: str | None = None
+    # Whether its modules, in a library built with `profile`, time each kernel and export
+    # M__<kind>_kernel_times (rules `kernel_times`; buildgen_abi.h).
+    kernel_times: bool = False
 
     @property
     def reads_records(self) -> bool:
@@ -273,6 +276,7 @@ def load_kind(
         tuner=data.get("tuning", {}).get("tuner"),
         native_only=data.get("native_only"),
         host_triple_attr=data.get("host_triple_attr"),
+        kernel_times=bool(data.get("kernel_times", False)),
     )
     problems = _kind_problems(kind, rules_file.stem, shipped)
     if problems:

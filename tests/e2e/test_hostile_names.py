@@ -56,6 +56,8 @@ REFUSED = {
 }
 CPU = {"kind": "composite", "host": {"kind": "c"},
        "accelerators": [{"kind": "onednn"}, {"kind": "openblas"}]}
+# Kernel labels (profile: true) carry node names into C strings and the driver's lines.
+PROFILED = {"kind": "c", "profile": True}
 GPU = {"kind": "composite", "host": {"kind": "c"}, "device": {"kind": "cuda", "arch": "sm_90"},
        "accelerators": [{"kind": "cudnn"}, {"kind": "cublas"}]}
 
@@ -96,7 +98,7 @@ def hostile_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     models.mkdir()
     names = list(ACCEPTED.values())
     onnx.save(hostile_model(names, ACCEPTED["comment_end"]), models / "m *#'(x).onnx")
-    targets: dict[str, dict[str, object]] = {"cpu": CPU}
+    targets: dict[str, dict[str, object]] = {"cpu": CPU, "prof": PROFILED}
     if shutil.which("nvcc"):
         targets["gpu"] = GPU
     done = run_buildgen(folder, targets, f"{models.name}/m *#'(x).onnx")
@@ -115,7 +117,7 @@ def test_no_payload_runs_and_names_survive(hostile_build: Path) -> None:
     session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds),
                         strict=True))
-    for target in ("c", "cpu"):
+    for target in ("c", "cpu", "prof"):
         library = hostile_build / "build" / "hostile" / target / "libhostile.so"
         loaded = buildgen.runtime.load(library)
         assert [i.name for i in loaded.inputs] == names  # the C string tables hold the exact bytes
@@ -124,6 +126,27 @@ def test_no_payload_runs_and_names_survive(hostile_build: Path) -> None:
             np.testing.assert_allclose(value, expected[info.name], rtol=1e-5, atol=1e-6)
     assert not list(hostile_build.rglob(MARKER)), "a payload ran"
     assert not Path(os.getcwd(), MARKER).exists()
+
+
+@pytest.mark.slow
+def test_kernel_labels_name_the_nodes_as_printable_text(hostile_build: Path) -> None:
+    import ctypes
+
+    library = hostile_build / "build" / "hostile" / "prof" / "libhostile.so"
+    loaded = buildgen.runtime.load(library)
+    try:
+        lib = ctypes.CDLL(str(library))
+        lib.hostile_profile_kernel.restype = ctypes.c_char_p
+        count = lib.hostile_profile_kernel_count(loaded._handle)
+        labels = [lib.hostile_profile_kernel(loaded._handle, k).decode("ascii")
+                  for k in range(count)]
+    finally:
+        loaded.close()
+    assert count >= len(ACCEPTED), labels
+    assert all(label.isprintable() and re.match(r"r\d+ k\d+_\w+: ", label) for label in labels)
+    # Names keep their text (cut past 200 characters), non-ASCII shown as escapes.
+    assert any("MatMul 'it\\'s \"quoted\"'" in label for label in labels), labels
+    assert any("caf\\u00e9" in label for label in labels), labels
 
 
 @pytest.mark.slow

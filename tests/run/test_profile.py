@@ -1,8 +1,10 @@
 """`profile: true` and `buildgen profile`, end to end on the committed cnn example built for
 the composite CPU target: the library times each region of its partition, the table has a
-row per region and the backend totals, the trace is Chrome's format with one event per
-region, an unprofiled build reads no clock and is refused by `buildgen profile` with the fix,
-and turning profile on re-runs the executor and the link, never the backends' compiles."""
+row per region and the backend totals, the c host's regions list their kernels (each with
+the ONNX nodes it runs), the trace is Chrome's format with one event per region and its
+kernels nested inside it, an unprofiled build reads no clock and is refused by `buildgen
+profile` with the fix, and turning profile on re-runs the executor, the c module (which
+times its kernels) and the link, never an accelerator's compile."""
 
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ def _manifest(profile: bool) -> str:
     return f"""buildgen: 1
 targets:
   cpu: {{kind: composite, host: {host}, accelerators: [onednn]}}
+  host: {host}
 models:
-  cnn: {{source: models/cnn.onnx, inputs: {{image: [1, 3, 32, 32]}}, targets: [cpu]}}
+  cnn: {{source: models/cnn.onnx, inputs: {{image: [1, 3, 32, 32]}}, targets: [cpu, host]}}
 """
 
 
@@ -52,8 +55,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield root
 
 
-def _lib(project: Path) -> Path:
-    return project / "build" / "cnn" / "cpu"
+def _lib(project: Path, target: str = "cpu") -> Path:
+    return project / "build" / "cnn" / target
 
 
 def test_an_unprofiled_library_reads_no_clock_and_profile_says_how_to_turn_it_on(
@@ -69,9 +72,10 @@ def test_profile_times_every_region_and_writes_a_trace(project: Path, capfd):
     (project / "BUILD.yaml").write_text(_manifest(profile=True))
     assert main(["-C", str(project), "build"]) == 0
     ran = _ran_actions(project, capfd.readouterr().out)
-    # The executor (and what follows it) re-runs; no backend module is compiled again.
+    # The executor and the c module (its kernels are timed) re-run; oneDNN's module does not.
     assert any(a.startswith("EXECUTOR") for a in ran), ran
-    assert not any(re.match(r"CC cnn/cpu (c|onednn)", a) for a in ran), ran
+    assert any(re.match(r"CC cnn/cpu c\b", a) for a in ran), ran
+    assert not any(re.match(r"CC cnn/cpu onednn", a) for a in ran), ran
 
     trace = project / "trace.json"
     assert main(["-C", str(project), "profile", "cnn", "--runs", "5",
@@ -88,7 +92,7 @@ def test_profile_times_every_region_and_writes_a_trace(project: Path, capfd):
     assert re.search(r"^outside\s+executor\s", printed, re.M)
 
     events = json.loads(trace.read_text())["traceEvents"]
-    spans = [e for e in events if e["ph"] == "X" and e["name"] != "run"]
+    spans = [e for e in events if e["ph"] == "X" and e["cat"] not in ("run", "kernel")]
     assert [e["name"] for e in spans] == [f"{r['id']} {r['target']}" for r in regions]
     assert [e["args"]["nodes"] for e in spans] == [r["nodes"] for r in regions]
     (run,) = [e for e in events if e["name"] == "run"]
@@ -99,18 +103,41 @@ def test_profile_times_every_region_and_writes_a_trace(project: Path, capfd):
     assert f"#define CNN_PROFILE_REGIONS {len(regions)}" in header
 
 
+def test_the_c_host_lists_its_kernels_inside_their_regions(project: Path, capfd):
+    trace = project / "host-trace.json"
+    assert main(["-C", str(project), "profile", "cnn", "--target", "host", "--runs", "3",
+                 "--top", "0", "--trace", str(trace)]) == 0
+    printed = capfd.readouterr().out
+    regions = json.loads((_lib(project, "host") / "partition.json").read_text())["regions"]
+    # Every kernel in run order: time, share, region, kernel and the nodes it runs.
+    listed = re.findall(r"^\s*\d+\.\d+\s+\S+\s+(r\d+)\s+(k(\d+)_\w+): (\w+) '", printed, re.M)
+    assert "kernels, in run order" in printed
+    assert [int(number) for _, _, number, _ in listed] == list(range(len(listed))), printed
+    assert {op for *_, op in listed} >= {"Conv", "MaxPool", "Gemm"}, printed
+
+    events = json.loads(trace.read_text())["traceEvents"]
+    (span,) = [e for e in events if e.get("cat") == "c"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert [k["name"] for k in kernels] == [name for _, name, _, _ in listed]
+    assert {k["args"]["region"] for k in kernels} == {r["id"] for r in regions}
+    assert all(span["ts"] - 1e-3 <= k["ts"] and k["ts"] + k["dur"] <= span["ts"]
+               + span["dur"] + 1e-3 for k in kernels), (span, kernels)
+
 def test_the_c_api_reports_what_the_runs_took(project: Path):
-    """Through the Python runtime: counts grow with runs, reset clears them."""
+    """Through the Python runtime, on the c host's library: counts grow with runs, reset
+    clears them, regions' and kernels' alike."""
     import ctypes
 
     from buildgen import runtime
 
-    compiled = runtime.load(_lib(project) / "libcnn.so")
+    compiled = runtime.load(_lib(project, "host") / "libcnn.so")
     try:
-        lib = ctypes.CDLL(str(_lib(project) / "libcnn.so"))
+        lib = ctypes.CDLL(str(_lib(project, "host") / "libcnn.so"))
         lib.cnn_profile_seconds.restype = ctypes.c_double
         lib.cnn_profile_runs.restype = ctypes.c_uint64
         lib.cnn_profile_region.restype = ctypes.c_char_p
+        lib.cnn_profile_kernel.restype = ctypes.c_char_p
+        lib.cnn_profile_kernel_seconds.restype = ctypes.c_double
         handle = compiled._handle
         import numpy as np
 
@@ -122,9 +149,16 @@ def test_the_c_api_reports_what_the_runs_took(project: Path):
         assert sum(lib.cnn_profile_seconds(handle, k) for k in range(count)) > 0
         assert lib.cnn_profile_region(0).decode().startswith("r0 ")
         assert lib.cnn_profile_region(count) is None
+        kernels = lib.cnn_profile_kernel_count(handle)
+        labels = [lib.cnn_profile_kernel(handle, k).decode() for k in range(kernels)]
+        assert kernels > 0 and all(re.match(r"r\d+ k\d+_\w+: \w+ '", t) for t in labels)
+        assert lib.cnn_profile_kernel(handle, kernels) is None
+        assert lib.cnn_profile_kernel(handle, -1) is None
+        assert sum(lib.cnn_profile_kernel_seconds(handle, k) for k in range(kernels)) > 0
         lib.cnn_profile_reset(handle)
         assert lib.cnn_profile_runs(handle) == 0
         assert all(lib.cnn_profile_seconds(handle, k) == 0 for k in range(count))
+        assert all(lib.cnn_profile_kernel_seconds(handle, k) == 0 for k in range(kernels))
     finally:
         compiled.close()
 

@@ -110,7 +110,8 @@ class CBackend:
         require_c_identifier(model)
         threads = options.get("threads", 1)
         assert isinstance(threads, int)  # the schema says so
-        text = render_module(model, graph, self.lower(graph, partition, weights), threads)
+        text = render_module(model, graph, self.lower(graph, partition, weights), threads,
+                             timed=bool(options.get("profile", False)))
         return GeneratedSource(filename="c.c", language="c", text=text)
 
     def plan_summary(

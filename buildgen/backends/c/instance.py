@@ -92,13 +92,17 @@ GNU_SOURCE = [
     "#endif",
 ]
 
-INSTANCE = """\
-/* What create makes for one model instance (env->state). */
-typedef struct c_instance {
-    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */
-    unsigned char *packed; /* the constant operands packed at create */
-} c_instance;
-"""
+def instance_struct(extra: Sequence[str] = ()) -> str:
+    """The c_instance type; `extra`: further fields (kernel_times.counter_field)."""
+    return "\n".join([
+        "/* What create makes for one model instance (env->state). */",
+        "typedef struct c_instance {",
+        "    bg_threadpool *pool;   /* the instance's threads; NULL: the caller's thread only */",
+        "    unsigned char *packed; /* the constant operands packed at create */",
+        *extra,
+        "} c_instance;",
+        "",
+    ])
 
 
 def pool_workspace(regions: Sequence[LoweredRegion]) -> int | None:
@@ -128,10 +132,11 @@ def _start_threads(threads: int, workspace: int) -> list[str]:
 
 
 def render_create(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int,
-            ) -> list[str]:
+                  timed: bool = False) -> list[str]:
+    """create and destroy; `timed`: the instance holds kernel counters (kernel_times.py)."""
     layout, total = packed_layout(regions)
     workspace = pool_workspace(regions)
-    has_instance = bool(total) or workspace is not None
+    has_instance = bool(total) or workspace is not None or timed
     body = _library_checks(regions)
     if has_instance:
         message = cnames.c_string("c backend: out of memory for the model instance's state")

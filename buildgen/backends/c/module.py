@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 
 from buildgen import __version__
+from buildgen.backends.c import kernel_times
 from buildgen.backends.c.cwriter import (
     Code,
     Names,
@@ -24,8 +25,8 @@ from buildgen.backends.c.cwriter import (
 )
 from buildgen.backends.c.instance import (
     GNU_SOURCE,
-    INSTANCE,
     PackedLayout,
+    instance_struct,
     packed_layout,
     pool_workspace,
     render_create,
@@ -143,7 +144,9 @@ def _referenced(lowered: LoweredRegion) -> list[str]:
 
 
 def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: PackedLayout,
-                     ) -> list[str]:
+                     first_kernel: int | None = None) -> list[str]:
+    """`first_kernel`: with profile, the counter of the region's first kernel (its others
+    follow in order); None: kernels are not timed."""
     region, io = lowered.region, lowered.io
     names = Names(_RESERVED)
     code = Code()
@@ -154,9 +157,13 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
     kernels = [step for step in lowered.steps if isinstance(step, Kernel)]
     uses_state = any(step.packed for step in kernels)
     uses_pool = any(step.uses_pool for step in kernels)
+    timed = first_kernel is not None and bool(kernels)
     if uses_scratch:
         code.line("unsigned char *const scratch = env->scratch;")
-    if uses_state or uses_pool:
+    if timed:
+        code.line("c_instance *const instance = (c_instance *)env->state;")
+        code.line("uint64_t profile_start;")
+    elif uses_state or uses_pool:
         code.line("const c_instance *const instance = (const c_instance *)env->state;")
     if uses_state:
         code.line("const unsigned char *const state = instance->packed;")
@@ -164,11 +171,12 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
         code.line("bg_threadpool *const pool = instance->pool;")
     for tensor in declared:
         code.line(_pointer_decl(graph, names(tensor), tensor, lowered.storage[tensor], names))
-    uses = {"env": uses_scratch or uses_state or uses_pool
+    uses = {"env": uses_scratch or uses_state or uses_pool or timed
             or any(lowered.storage[t].kind == "weight" for t in declared)}
     uses["in"] = any(lowered.storage[t].kind == "input" for t in declared)
     uses["out"] = any(lowered.storage[t].kind == "output" for t in declared)
     code.line()
+    counter = first_kernel or 0
     for s, step in enumerate(lowered.steps):
         if isinstance(step, View):
             continue
@@ -196,12 +204,24 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
         ]
         call = f"{lowered.kernel_names[s]}({', '.join(args)})"
         what = comment(", ".join(f"{n.op} {n.name!r}" for n in step.nodes))
+        before, after = kernel_times.timing(counter) if timed else ("", "")
+        counter += 1
+        if before:
+            code.line(before)
         if step.fallible:
             uses["env"] = True
             code.line(f"/* {what} */")
-            code.line(f"if ({call} != 0) return fail(env, {cnames.c_string(step.error_message)});")
+            if after:
+                with code.block("if (" + call + " != 0)"):
+                    code.line(after)
+                    code.line(f"return fail(env, {cnames.c_string(step.error_message)});")
+            else:
+                code.line(f"if ({call} != 0) return fail(env, "
+                          f"{cnames.c_string(step.error_message)});")
         else:
             code.line(f"{call}; /* {what} */")
+        if after:
+            code.line(after)
     code.line("return 0;")
     unused = [f"(void){name};" for name, used in uses.items() if not used]
     header = [
@@ -233,13 +253,14 @@ static int fail(bg_env *env, const char *message)
 
 
 def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], threads: int = 1,
-                  ) -> str:
-    """The module's C source; `threads` is the target's attribute (0: every CPU)."""
+                  timed: bool = False) -> str:
+    """The module's C source; `threads` is the target's attribute (0: every CPU); `timed`:
+    its `profile`, which times every kernel call (kernel_times.py)."""
     scratch = max((r.plan.total_bytes for r in regions), default=0)
     unshared = sum(r.plan.unshared_bytes for r in regions)
     layout, packed_bytes = packed_layout(regions)
     threads_used = pool_workspace(regions) is not None
-    has_instance = bool(packed_bytes) or threads_used
+    has_instance = bool(packed_bytes) or threads_used or timed
     source = graph.source
     if source and PurePath(source).is_absolute():
         source = PurePath(source).name  # no machine-specific paths in generated files
@@ -259,30 +280,37 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion], th
           if packed_bytes else []),
         *([f" * Threads: {threads_text(threads)}, a pool per instance (bg_threads.h)."]
           if threads_used else []),
+        *([f" * Profile: every kernel call is timed ({model}__c_kernel_times)."] if timed else []),
         " */",
-        *(GNU_SOURCE if threads_used else []),
+        *(GNU_SOURCE if threads_used or timed else []),
         "#include <math.h>",
         "#include <stdint.h>",
         *(["#include <stdlib.h>"] if has_instance else []),
         "#include <string.h>",
+        *(["#include <time.h>"] if timed else []),
         "",
         '#include "buildgen_abi.h"',
         '#include "bg_kernels.h"',
         "",
-        *([INSTANCE] if has_instance else []),
+        *([instance_struct([kernel_times.counter_field(regions)] if timed else [])]
+          if has_instance else []),
+        *([kernel_times.CLOCK] if timed else []),
     ]
     body: list[str] = []
-    needs_fail = False
+    needs_fail = timed  # create allocates the instance
     for lowered in regions:
         for s, step in enumerate(lowered.steps):
             if isinstance(step, Kernel):
                 body += _kernel_function(graph, lowered.kernel_names[s], step)
                 needs_fail = (needs_fail or step.fallible or bool(step.workspace_check)
                               or bool(step.packed) or step.uses_pool)
+    first = 0
     for lowered in regions:
-        body += _region_function(model, graph, lowered, layout)
+        body += _region_function(model, graph, lowered, layout, first if timed else None)
+        first += len(lowered.kernel_names)
     tail = [f"const size_t BG_EXPORT({model}__c_scratch_bytes) = {scratch};", "",
-            *render_create(model, graph, regions, threads)]
+            *render_create(model, graph, regions, threads, timed),
+            *(["", *kernel_times.export(model, graph, regions)] if timed else [])]
     fail = [_FAIL] if needs_fail else []
     return "\n".join([*head, *fail, *body, *tail]) + "\n"
 
