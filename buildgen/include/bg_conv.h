@@ -112,6 +112,29 @@ static inline int bg__conv_direct_copy(const bg_conv2d_params *p, int64_t *hp, i
     return p->pad_top > 0 || p->pad_left > 0 || *hp > p->H || *wp > p->W;
 }
 
+/* Depthwise over narrow planes, channels last (bg__conv2d_direct_cl_task). */
+#define BG__DW_CL_MAX_TAPS 64
+/* Taken for rows narrower than a vector that are strided (the per-plane loops then ran one
+ * output at a time: 4.4x on MobileNetV2's 96-channel 12x12 -> 6x6 layer, 5.8x on
+ * EfficientNet-B0's 672-channel 14x14 -> 7x7 5x5 one), or, at stride 1, planes under 7x7
+ * (6x6 and 3x3: 0.66-0.89 of the flat loop's time; 7x7: 1.02-1.05, so not). */
+static inline int bg__conv_direct_cl(const bg_conv2d_params *p)
+{
+    const int strided = p->stride_h > 1 || p->stride_w > 1;
+    return p->M == p->C && p->group == p->C && p->OW < 8 &&
+           (strided || p->OH * p->OW < 49) && p->KH * p->KW <= BG__DW_CL_MAX_TAPS;
+}
+
+/* Floats of a task's workspace: the padded block, then the results. */
+static inline int64_t bg__conv_direct_cl_floats(const bg_conv2d_params *p)
+{
+    int64_t hp, wp;
+    bg__conv_direct_copy(p, &hp, &wp);
+    const int64_t hc = bg__max64(hp, p->pad_top + p->H), wc = bg__max64(wp, p->pad_left + p->W);
+    return 8 * (hc * wc + p->OH * p->OW);
+}
+
+
 /* ---- The transposed form: few output pixels, many filters ----
  * A GEMM's tiles are MR = 4 rows (filters) by NR = 24 columns (output pixels): with 4 or 49
  * pixels (a 1-D convolution over a short sequence, a 7x7 stage) most of each tile's columns
@@ -219,6 +242,7 @@ BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
     if (bg__conv_is_direct(p)) {
         int64_t hp, wp;
+        if (bg__conv_direct_cl(p)) return (size_t)bg__conv_direct_cl_floats(p) * sizeof(float) + 64;
         if (!bg__conv_direct_copy(p, &hp, &wp)) return 0;
         return (size_t)(hp * wp) * sizeof(float) + 64;
     }
@@ -505,11 +529,111 @@ static void bg__conv2d_direct_task(const void *ctx, int64_t task, void *workspac
     }
 }
 
+/* ---- Depthwise convolutions over small planes, channels last ----
+ * A plane narrower than a vector leaves most lanes of the per-plane loops idle, and each
+ * plane pays their calls. Here the vector runs across 8 channels instead: a task takes 8
+ * channels of one image, copies them into a zero-padded channels-last block (pixel-major,
+ * 8 floats a pixel), sums each output's taps over whole vectors, 4 outputs at a time, and
+ * copies the results back into the planes. Measured 3-6x on MobileNetV2's 12x12..6x6
+ * stride-2 layers and its 3x3 planes. Each output sums its taps in tap order, as the
+ * per-plane loops do, whatever the thread count. */
+typedef struct bg__conv_cl {
+    const bg_conv2d_params *p;
+    const float *X, *Wt;
+    const bg_epilogue *ep;
+    float *Y;
+    int64_t blocks; /* 8-channel blocks an image */
+} bg__conv_cl;
+
+/* `n` outputs (1..4) of row oh from column ow: taps summed in order, then the epilogue. */
+__attribute__((always_inline)) static inline void
+bg__dw_cl_outputs(const bg_conv2d_params *p, const float *xp, int64_t wc, const bg_v8f *wt,
+                  const bg_v8f *scale, const bg_v8f *bias, const bg_epilogue *ep, int64_t oh,
+                  int64_t ow, int n, float *yt)
+{
+    bg_v8f acc[4] = {BG_SPLAT8(0.0f), BG_SPLAT8(0.0f), BG_SPLAT8(0.0f), BG_SPLAT8(0.0f)};
+    const int64_t step = 8 * p->stride_w;
+    for (int64_t kh = 0; kh < p->KH; ++kh) {
+        const float *row = xp + ((oh * p->stride_h + kh * p->dil_h) * wc + ow * p->stride_w) * 8;
+        for (int64_t kw = 0; kw < p->KW; ++kw) {
+            const float *x = row + kw * p->dil_w * 8;
+            const bg_v8f w = wt[kh * p->KW + kw];
+            for (int j = 0; j < n; ++j) {
+                bg_v8f xv;
+                BG_LOAD8(xv, x + j * step);
+                acc[j] = BG_FMA8(w, xv, acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < n; ++j) {
+        bg_v8f a = acc[j];
+        if (ep) { /* bg__epilogue_row's operations, in its order */
+            if (ep->scale) a *= *scale;
+            a += *bias;
+            bg__act8(&a, ep);
+        }
+        BG_STORE8(yt + (oh * p->OW + ow + j) * 8, a);
+    }
+}
+
+static void bg__conv2d_direct_cl_task(const void *ctx, int64_t task, void *workspace)
+{
+    const bg__conv_cl *t = (const bg__conv_cl *)ctx;
+    const bg_conv2d_params *p = t->p;
+    const int64_t n = task / t->blocks, c0 = task % t->blocks * 8;
+    const int lanes = (int)bg__min64(8, p->C - c0);
+    const int64_t HW = p->H * p->W, KK = p->KH * p->KW;
+    int64_t hp, wp;
+    bg__conv_direct_copy(p, &hp, &wp);
+    const int64_t hc = bg__max64(hp, p->pad_top + p->H), wc = bg__max64(wp, p->pad_left + p->W);
+    float *const xp = bg__align64(workspace), *const yt = xp + 8 * hc * wc;
+    memset(xp, 0, (size_t)(8 * hc * wc) * sizeof(float));
+    for (int l = 0; l < lanes; ++l) {
+        const float *x = t->X + (n * p->C + c0 + l) * HW;
+        for (int64_t ih = 0; ih < p->H; ++ih)
+            for (int64_t iw = 0; iw < p->W; ++iw)
+                xp[((ih + p->pad_top) * wc + iw + p->pad_left) * 8 + l] = x[ih * p->W + iw];
+    }
+    bg_v8f wt[BG__DW_CL_MAX_TAPS], scale = BG_SPLAT8(1.0f), bias = BG_SPLAT8(0.0f);
+    float lane[8];
+    for (int64_t k = 0; k < KK; ++k) {
+        for (int l = 0; l < 8; ++l) lane[l] = l < lanes ? t->Wt[(c0 + l) * KK + k] : 0.0f;
+        BG_LOAD8(wt[k], lane);
+    }
+    const bg_epilogue *ep = bg__epilogue_active(t->ep) ? t->ep : NULL;
+    if (ep && ep->scale) {
+        for (int l = 0; l < 8; ++l) lane[l] = l < lanes ? ep->scale[c0 + l] : 1.0f;
+        BG_LOAD8(scale, lane);
+    }
+    if (ep && ep->bias) {
+        for (int l = 0; l < 8; ++l) lane[l] = l < lanes ? ep->bias[c0 + l] : 0.0f;
+        BG_LOAD8(bias, lane);
+    }
+    for (int64_t oh = 0; oh < p->OH; ++oh) {
+        int64_t ow = 0;
+        for (; ow + 4 <= p->OW; ow += 4)
+            bg__dw_cl_outputs(p, xp, wc, wt, &scale, &bias, ep, oh, ow, 4, yt);
+        if (ow < p->OW)
+            bg__dw_cl_outputs(p, xp, wc, wt, &scale, &bias, ep, oh, ow, (int)(p->OW - ow), yt);
+    }
+    const int64_t OHW = p->OH * p->OW;
+    for (int l = 0; l < lanes; ++l) {
+        float *y = t->Y + (n * p->M + c0 + l) * OHW;
+        for (int64_t i = 0; i < OHW; ++i) y[i] = yt[i * 8 + l];
+    }
+}
+
 static void bg__conv2d_direct(const bg_conv2d_params *p, const float *X, const float *Wt,
                               const bg_epilogue *ep, float *Y, void *workspace, bg_threadpool *pool)
 {
     const int small = p->M * p->OH * p->OW * p->KH * p->KW < BG_GEMM_PARALLEL_MIN_MACS;
     if (small) pool = NULL;
+    if (bg__conv_direct_cl(p)) {
+        const int64_t blocks = (p->C + 7) / 8;
+        const bg__conv_cl d = {p, X, Wt, ep, Y, blocks};
+        bg_parallel(pool, p->N * blocks, bg__conv2d_direct_cl_task, &d, workspace);
+        return;
+    }
     /* Four chunks of planes a thread balance the load; one on one thread. */
     const int threads = bg_threadpool_threads(pool);
     const int64_t planes = p->N * p->C, tasks = threads > 1 ? bg__min64(planes, 4 * threads) : 1;

@@ -14,6 +14,7 @@ from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, con
 from conftest import Epilogue, Kernels
 
 from buildgen.backends.c.workspace import (
+    conv2d_is_channels_last,
     conv2d_is_direct,
     conv2d_is_transposed,
     conv2d_shifted_bytes,
@@ -97,6 +98,19 @@ CASES = {
     "depthwise_k_by_1": Conv(1, 4, 300, 1, 4, (5, 1), group=4, pads=(2, 0, 2, 0)),
     "depthwise_narrow_bands": Conv(1, 2, 700, 5, 2, (3, 3), group=2, dil=(2, 1),
                                    pads=(2, 1, 2, 1), act=ACT_CLIP),
+    # Narrow planes, 8 channels at a time, channels last: strided (MobileNetV2's TF-style
+    # pads, EfficientNet's 5x5), a last block of 4 and of 3 channels, dilation, a batch, and
+    # small planes at stride 1.
+    "depthwise_cl_s2": Conv(1, 20, 12, 12, 20, (3, 3), group=20, stride=(2, 2),
+                            pads=(0, 0, 1, 1), act=ACT_CLIP),
+    "depthwise_cl_5x5_s2": Conv(2, 11, 14, 14, 11, (5, 5), group=11, stride=(2, 2),
+                                pads=(1, 1, 2, 2), act=ACT_TANH),
+    "depthwise_cl_dilated": Conv(1, 8, 9, 9, 8, (3, 3), group=8, stride=(2, 2), dil=(2, 2),
+                                 pads=(2, 2, 2, 2), bias=False),
+    "depthwise_cl_3x3": Conv(1, 9, 3, 3, 9, (3, 3), group=9, pads=(1, 1, 1, 1),
+                             act=ACT_RELU),
+    "depthwise_cl_stride_3x1": Conv(1, 16, 10, 7, 16, (3, 3), group=16, stride=(3, 1),
+                                    pads=(1, 1, 1, 1)),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
     # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
@@ -215,6 +229,18 @@ def test_shifted_form_is_chosen_where_it_pays() -> None:
              Conv(1, 64, 56, 56, 64, (3, 3), group=64, pads=(1, 1, 1, 1))]
     assert all(conv2d_shifted_bytes(_fields(c)) > 0 for c in takes)
     assert not any(conv2d_shifted_bytes(_fields(c)) for c in keeps)
+
+
+def test_narrow_depthwise_planes_run_channels_last() -> None:
+    """Strided rows narrower than a vector, and planes under 7x7, go 8 channels at a time;
+    a 7x7 plane at stride 1, wider rows and depth multipliers keep the per-plane loops."""
+    assert all(conv2d_is_channels_last(_fields(case)) for name, case in CASES.items()
+               if name.startswith("depthwise_cl"))
+    assert conv2d_is_channels_last(_fields(CASES["depthwise_narrow"]))  # 6x6, stride 1
+    keeps = [Conv(1, 64, 7, 7, 64, (3, 3), group=64, pads=(1, 1, 1, 1)),
+             Conv(1, 64, 24, 24, 64, (3, 3), group=64, stride=(2, 2), pads=(1, 1, 1, 1)),
+             Conv(1, 4, 6, 6, 8, (3, 3), group=4, stride=(2, 2), pads=(1, 1, 1, 1))]
+    assert not any(conv2d_is_channels_last(_fields(case)) for case in keeps)
 
 
 def test_one_channel_into_many_filters_is_a_gemm() -> None:

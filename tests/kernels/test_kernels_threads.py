@@ -10,7 +10,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from bgk_reference import ACT_RELU, ACT_TANH
+from bgk_reference import ACT_CLIP, ACT_RELU, ACT_TANH
 from conftest import Epilogue, Kernels, compile_c
 from test_kernels_conv import Conv
 
@@ -71,6 +71,9 @@ CONVS = {
     "depthwise": Conv(2, 40, 30, 30, 40, (3, 3), group=40, pads=(1, 1, 1, 1), act=ACT_TANH),
     "depth_multiplier": Conv(1, 16, 33, 33, 32, (5, 5), group=16, stride=(2, 2),
                              pads=(2, 2, 2, 2)),
+    # narrow strided planes, 8 channels a task (channels last), a last block of 4
+    "depthwise_narrow_strided": Conv(2, 196, 14, 14, 196, (5, 5), group=196, stride=(2, 2),
+                                     pads=(1, 1, 2, 2), act=ACT_CLIP),
 }
 
 

@@ -55,6 +55,14 @@ def conv2d_is_direct(p: Mapping[str, int]) -> bool:
     return p["C"] // p["group"] == 1 and p["M"] // p["group"] < _CONV_DIRECT_MAX_MG
 
 
+def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
+    """bg__conv_direct_cl: a depthwise convolution over rows narrower than a vector, strided
+    or under 7x7, runs 8 channels at a time in a channels-last copy."""
+    strided = p["stride_h"] > 1 or p["stride_w"] > 1
+    return (p["M"] == p["C"] == p["group"] and p["OW"] < 8
+            and (strided or p["OH"] * p["OW"] < 49) and p["KH"] * p["KW"] <= 64)
+
+
 def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
     """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
     on the GEMM tile's 4-row side (an eighth fewer padded lanes, at least)."""
@@ -86,9 +94,12 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_direct(p):
         # depthwise: a direct loop, reading each plane through a zero-padded copy when the
-        # windows reach outside the image
+        # windows reach outside the image; narrow planes 8 channels at a time, channels last
         hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
         wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
+        if conv2d_is_channels_last(p):
+            hc, wc = max(hp, p["pad_top"] + p["H"]), max(wp, p["pad_left"] + p["W"])
+            return 8 * (hc * wc + p["OH"] * p["OW"]) * 4 + 64
         padded = p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
         return hp * wp * 4 + 64 if padded else 0
     # GEMM packing space, then one im2col row of NC-blocked output columns
