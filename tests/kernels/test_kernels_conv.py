@@ -98,9 +98,9 @@ CASES = {
     "depthwise_k_by_1": Conv(1, 4, 300, 1, 4, (5, 1), group=4, pads=(2, 0, 2, 0)),
     "depthwise_narrow_bands": Conv(1, 2, 700, 5, 2, (3, 3), group=2, dil=(2, 1),
                                    pads=(2, 1, 2, 1), act=ACT_CLIP),
-    # Narrow planes, 8 channels at a time, channels last: strided (MobileNetV2's TF-style
-    # pads, EfficientNet's 5x5), a last block of 4 and of 3 channels, dilation, a batch, and
-    # small planes at stride 1.
+    # Small planes run 8 channels at a time, channels last: strided (MobileNetV2's TF-style
+    # pads, EfficientNet's 5x5), a last block of 4 and of 3 channels, dilation, a batch,
+    # 3x3 planes at stride 1, strides 3 x 1.
     "depthwise_cl_s2": Conv(1, 20, 12, 12, 20, (3, 3), group=20, stride=(2, 2),
                             pads=(0, 0, 1, 1), act=ACT_CLIP),
     "depthwise_cl_5x5_s2": Conv(2, 11, 14, 14, 11, (5, 5), group=11, stride=(2, 2),
@@ -110,6 +110,17 @@ CASES = {
     "depthwise_cl_3x3": Conv(1, 9, 3, 3, 9, (3, 3), group=9, pads=(1, 1, 1, 1),
                              act=ACT_RELU),
     "depthwise_cl_stride_3x1": Conv(1, 16, 10, 7, 16, (3, 3), group=16, stride=(3, 1),
+                                    pads=(1, 1, 1, 1)),
+    # Larger planes, one plane at a time: vector rows (2 at once, and 4), strided vector
+    # loads, the flat loop of narrow rows at stride 1, one output at a time at stride 3.
+    "depthwise_plane_s2": Conv(1, 3, 60, 62, 3, (3, 3), group=3, stride=(2, 2),
+                               pads=(1, 1, 1, 1), act=ACT_RELU),
+    "depthwise_plane_ow30": Conv(1, 2, 40, 30, 2, (3, 3), group=2, pads=(1, 1, 1, 1),
+                                 act=ACT_CLIP),
+    "depthwise_plane_ow12": Conv(1, 2, 90, 12, 2, (3, 3), group=2, pads=(1, 1, 1, 1)),
+    "depthwise_plane_flat": Conv(1, 2, 400, 5, 2, (3, 3), group=2, pads=(1, 1, 1, 1),
+                                 act=ACT_TANH),
+    "depthwise_plane_stride3": Conv(1, 2, 40, 60, 2, (3, 3), group=2, stride=(3, 3),
                                     pads=(1, 1, 1, 1)),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
@@ -231,15 +242,21 @@ def test_shifted_form_is_chosen_where_it_pays() -> None:
     assert not any(conv2d_shifted_bytes(_fields(c)) for c in keeps)
 
 
-def test_narrow_depthwise_planes_run_channels_last() -> None:
-    """Strided rows narrower than a vector, and planes under 7x7, go 8 channels at a time;
-    a 7x7 plane at stride 1, wider rows and depth multipliers keep the per-plane loops."""
+def test_small_depthwise_planes_run_channels_last() -> None:
+    """Planes whose 8-channel block fits 32 KiB go 8 channels at a time; larger planes,
+    depth multipliers and kernels of more than 64 taps keep the per-plane loops (the cases
+    above cover both)."""
     assert all(conv2d_is_channels_last(_fields(case)) for name, case in CASES.items()
                if name.startswith("depthwise_cl"))
-    assert conv2d_is_channels_last(_fields(CASES["depthwise_narrow"]))  # 6x6, stride 1
-    keeps = [Conv(1, 64, 7, 7, 64, (3, 3), group=64, pads=(1, 1, 1, 1)),
-             Conv(1, 64, 24, 24, 64, (3, 3), group=64, stride=(2, 2), pads=(1, 1, 1, 1)),
-             Conv(1, 4, 6, 6, 8, (3, 3), group=4, stride=(2, 2), pads=(1, 1, 1, 1))]
+    assert not any(conv2d_is_channels_last(_fields(case)) for name, case in CASES.items()
+                   if name.startswith(("depthwise_plane", "depth_multiplier")))
+    takes = [Conv(1, 96, 12, 12, 96, (3, 3), group=96, stride=(2, 2), pads=(0, 0, 1, 1)),
+             Conv(1, 1152, 7, 7, 1152, (5, 5), group=1152, pads=(2, 2, 2, 2)),
+             Conv(1, 480, 14, 14, 480, (5, 5), group=480, pads=(2, 2, 2, 2))]
+    keeps = [Conv(1, 144, 24, 24, 144, (3, 3), group=144, pads=(1, 1, 1, 1)),
+             Conv(1, 32, 112, 112, 32, (3, 3), group=32, pads=(1, 1, 1, 1)),
+             Conv(1, 8, 9, 9, 8, (9, 9), group=8, pads=(4, 4, 4, 4))]
+    assert all(conv2d_is_channels_last(_fields(case)) for case in takes)
     assert not any(conv2d_is_channels_last(_fields(case)) for case in keeps)
 
 

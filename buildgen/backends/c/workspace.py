@@ -55,12 +55,18 @@ def conv2d_is_direct(p: Mapping[str, int]) -> bool:
     return p["C"] // p["group"] == 1 and p["M"] // p["group"] < _CONV_DIRECT_MAX_MG
 
 
+def _channels_last_floats(p: Mapping[str, int]) -> int:
+    hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
+    wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
+    hc, wc = max(hp, p["pad_top"] + p["H"]), max(wp, p["pad_left"] + p["W"])
+    return 8 * (hc * wc + p["OH"] * p["OW"])
+
+
 def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
-    """bg__conv_direct_cl: a depthwise convolution over rows narrower than a vector, strided
-    or under 7x7, runs 8 channels at a time in a channels-last copy."""
-    strided = p["stride_h"] > 1 or p["stride_w"] > 1
-    return (p["M"] == p["C"] == p["group"] and p["OW"] < 8
-            and (strided or p["OH"] * p["OW"] < 49) and p["KH"] * p["KW"] <= 64)
+    """bg__conv_direct_cl: a depthwise convolution whose 8-channel padded block and results
+    fit 32 KiB runs 8 channels at a time, channels last."""
+    return (p["M"] == p["C"] == p["group"] and p["KH"] * p["KW"] <= 64
+            and _channels_last_floats(p) <= 8 * 1024)
 
 
 def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
@@ -98,8 +104,7 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
         hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
         wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
         if conv2d_is_channels_last(p):
-            hc, wc = max(hp, p["pad_top"] + p["H"]), max(wp, p["pad_left"] + p["W"])
-            return 8 * (hc * wc + p["OH"] * p["OW"]) * 4 + 64
+            return _channels_last_floats(p) * 4 + 64
         padded = p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
         return hp * wp * 4 + 64 if padded else 0
     # GEMM packing space, then one im2col row of NC-blocked output columns
