@@ -16,6 +16,7 @@ from conftest import Epilogue, Kernels
 from buildgen.backends.c.workspace import (
     conv2d_is_channels_last,
     conv2d_is_direct,
+    conv2d_is_pixel,
     conv2d_is_transposed,
     conv2d_shifted_bytes,
 )
@@ -122,6 +123,18 @@ CASES = {
                                  act=ACT_TANH),
     "depthwise_plane_stride3": Conv(1, 2, 40, 60, 2, (3, 3), group=2, stride=(3, 3),
                                     pads=(1, 1, 1, 1)),
+    # Strided stems, pixel by pixel with filters as vectors: 1 to 4 filter vectors, a last
+    # vector of 4 and of 1 filters, TF-style and symmetric pads, 7x7, dilation, a batch,
+    # rows crossing a 64-pixel tile, stride 2 x 1.
+    "pixel_stem_3x3": Conv(1, 3, 33, 35, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
+                           act=ACT_CLIP),
+    "pixel_stem_tf_pads": Conv(2, 3, 24, 24, 12, (3, 3), stride=(2, 2), pads=(0, 0, 1, 1),
+                               act=ACT_RELU),
+    "pixel_stem_7x7": Conv(1, 3, 40, 38, 25, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3)),
+    "pixel_stem_wide": Conv(1, 4, 9, 290, 32, (3, 5), stride=(2, 2), dil=(1, 2),
+                            pads=(1, 4, 1, 4), act=ACT_TANH),
+    "pixel_stem_2x1": Conv(1, 2, 12, 20, 8, (3, 3), stride=(2, 1), pads=(1, 1, 1, 1),
+                           bias=False),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
     # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
@@ -258,6 +271,19 @@ def test_small_depthwise_planes_run_channels_last() -> None:
              Conv(1, 8, 9, 9, 8, (9, 9), group=8, pads=(4, 4, 4, 4))]
     assert all(conv2d_is_channels_last(_fields(case)) for case in takes)
     assert not any(conv2d_is_channels_last(_fields(case)) for case in keeps)
+
+
+def test_strided_stems_run_pixel_by_pixel() -> None:
+    """Up to 4 input channels into up to 32 filters, strided, take the pixel form; at stride
+    1 (the shifted form reads the image in place too), from 64 filters, from 5 channels, and
+    one channel into few filters (depthwise-like: the direct form) they do not."""
+    assert all(conv2d_is_pixel(_fields(case)) for name, case in CASES.items()
+               if name.startswith("pixel"))
+    keeps = [Conv(1, 3, 32, 32, 32, (3, 3), pads=(1, 1, 1, 1)),
+             Conv(1, 3, 224, 224, 64, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3)),
+             Conv(1, 5, 32, 32, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+             Conv(1, 1, 32, 32, 4, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1))]
+    assert not any(conv2d_is_pixel(_fields(case)) for case in keeps)
 
 
 def test_one_channel_into_many_filters_is_a_gemm() -> None:

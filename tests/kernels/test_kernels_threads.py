@@ -71,6 +71,9 @@ CONVS = {
     "depthwise": Conv(2, 40, 30, 30, 40, (3, 3), group=40, pads=(1, 1, 1, 1), act=ACT_TANH),
     "depth_multiplier": Conv(1, 16, 33, 33, 32, (5, 5), group=16, stride=(2, 2),
                              pads=(2, 2, 2, 2)),
+    # a stem, pixel by pixel (bands of rows a task)
+    "pixel_stem": Conv(2, 3, 64, 66, 20, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
+                       act=ACT_RELU),
     # narrow strided planes, 8 channels a task (channels last), a last block of 4
     "depthwise_narrow_strided": Conv(2, 196, 14, 14, 196, (5, 5), group=196, stride=(2, 2),
                                      pads=(1, 1, 2, 2), act=ACT_CLIP),

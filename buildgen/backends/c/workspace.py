@@ -69,10 +69,22 @@ def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
             and _channels_last_floats(p) <= 8 * 1024)
 
 
+def conv2d_is_pixel(p: Mapping[str, int]) -> bool:
+    """bg__conv_pixel_plan: a strided convolution of up to 4 input channels into up to 32
+    filters (a network's stem) runs pixel by pixel, filters as vectors, the image in place."""
+    return (p["group"] == 1 and p["C"] <= 4 and p["M"] <= 32 and p["OW"] >= 8
+            and p["KH"] * p["KW"] > 1 and (p["stride_h"] > 1 or p["stride_w"] > 1)
+            and not conv2d_is_direct(p))
+
+
+def _pixel_filter_bytes(p: Mapping[str, int]) -> int:
+    return p["C"] * p["KH"] * p["KW"] * _round_up(p["M"], 8) * 4
+
+
 def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
     """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
     on the GEMM tile's 4-row side (an eighth fewer padded lanes, at least)."""
-    if conv2d_is_direct(p):
+    if conv2d_is_direct(p) or conv2d_is_pixel(p):
         return False
     mg, n = p["M"] // p["group"], p["OH"] * p["OW"]
     lanes = _round_up(n, _NR) * _round_up(mg, _MR)
@@ -90,6 +102,8 @@ def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_direct(p):
         return 0
+    if conv2d_is_pixel(p):
+        return _pixel_filter_bytes(p)
     if conv2d_is_transposed(p):
         return p["group"] * sgemm_packed_b_bytes(mg, cg * p["KH"] * p["KW"])
     return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"])
@@ -98,6 +112,9 @@ def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
 def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     """`p` holds the fields of the bg_conv2d_params the kernel passes (N, C, H, W, M, ...)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
+    if conv2d_is_pixel(p):
+        # a tile of 64 pixels' results, then the filters packed (without create's packing)
+        return 64 * _round_up(p["M"], 8) * 4 + _pixel_filter_bytes(p) + 64
     if conv2d_is_direct(p):
         # depthwise: a direct loop, reading each plane through a zero-padded copy when the
         # windows reach outside the image; narrow planes 8 channels at a time, channels last
@@ -127,7 +144,7 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
     rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
-    if taps == 1 or conv2d_is_direct(p) or conv2d_is_transposed(p):
+    if taps == 1 or conv2d_is_direct(p) or conv2d_is_pixel(p) or conv2d_is_transposed(p):
         return 0
     if (sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K:
         return 0
