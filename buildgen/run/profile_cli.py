@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise BuildgenError(f"--runs must be at least 1, got {args.runs}")
+    if args.top < 0:
+        raise BuildgenError(f"--top must be 0 (every kernel) or more, got {args.top}")
     prepared = prepare(args)
     label = prepared.pair.files.label
     if not timed(prepared.target):

@@ -103,6 +103,11 @@ def test_profile_times_every_region_and_writes_a_trace(project: Path, capfd):
     assert f"#define CNN_PROFILE_REGIONS {len(regions)}" in header
 
 
+def test_a_negative_top_is_refused_before_anything_runs(project: Path, capfd):
+    assert main(["-C", str(project), "profile", "cnn", "--target", "host", "--top", "-1"]) == 1
+    assert "--top must be 0 (every kernel) or more, got -1" in capfd.readouterr().err
+
+
 def test_the_c_host_lists_its_kernels_inside_their_regions(project: Path, capfd):
     trace = project / "host-trace.json"
     assert main(["-C", str(project), "profile", "cnn", "--target", "host", "--runs", "3",
