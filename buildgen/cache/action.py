@@ -96,12 +96,32 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
         rule=values["rule"],
         root=values["root"],
         outputs=tuple(lists["outputs"]),
-        inputs=tuple(dict.fromkeys(lists["inputs"])),
+        inputs=tuple(dict.fromkeys(_expand_response_files(lists["inputs"]))),
         command=command,
         depfile=values.get("depfile"),
         restat=restat,
         kind=values.get("kind", ""),
     )
+
+
+def _expand_response_files(words: list[str]) -> list[str]:
+    """`--in` words with each `@file` (a response file the command reads: a link's list of
+    the kernels objects it takes) replaced by the file and the paths it lists, one a line,
+    so that the key and a remote action's inputs hold them. A missing list stays as its own
+    path: hashing it then says what is missing."""
+    out: list[str] = []
+    for word in words:
+        if not word.startswith("@"):
+            out.append(word)
+            continue
+        path = word[1:]
+        out.append(path)
+        try:
+            with open(path, encoding="utf-8") as listing:
+                out += [line for line in listing.read().splitlines() if line]
+        except FileNotFoundError:
+            pass
+    return out
 
 
 def compute_base_key(spec: ActionSpec, frame: PathFrame, memo: Memo) -> str:

@@ -17,7 +17,8 @@ JOURNAL = ".buildgen/actions.jsonl"  # relative to the build dir
 # How the summary groups rules into stages.
 RULE_STAGES = {
     "import": "import", "partition": "partition", "codegen": "codegen",
-    "executor": "codegen", "shared_kernels": "codegen", "report": "report", "cc": "compile",
+    "executor": "codegen", "shared_kernels": "codegen",
+    "link_kernels": "codegen", "report": "report", "cc": "compile",
     "link_shared": "link", "ar": "link",
 }  # fmt: skip
 # "executed": on the executor's workers; "fallback": here, after the executor failed it.

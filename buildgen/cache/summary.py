@@ -20,6 +20,7 @@ from pathlib import Path
 from buildgen.cache.journal import Entry
 from buildgen.fsutil import write_atomic
 from buildgen.ninja.gen_stamp import ninja_file_state
+from buildgen.ninja.layout import SHARED_DIR
 from buildgen.ninja.tool import run_ninja
 from buildgen.term import severity
 
@@ -94,20 +95,48 @@ def summarize(entries: Iterable[Entry], planned: int) -> Summary:
 
 
 def planned_actions(build_dir: Path, names: Sequence[str]) -> int:
-    """How many cached actions building `names` (default: ninja's defaults) involves."""
+    """How many cached actions building `names` (default: ninja's defaults) involves: the
+    commands `ninja -t commands` lists, and the compiles of the shared kernels objects that
+    the links' response files list (ninja learns those from dyndep files, which -t
+    commands does not read) and it does not list already."""
     state, key = ninja_file_state(build_dir), "\0".join(names)
     memo = build_dir / PLANNED
     known: dict[str, object] = {}
     with contextlib.suppress(OSError, ValueError):
         known = json.loads(memo.read_text(encoding="utf-8"))
-    counts = known.get("counts") if known.get("ninja") == state else None
-    if isinstance(counts, dict) and isinstance(counts.get(key), int):
-        return int(counts[key])
-    done = run_ninja(build_dir, ["-t", "commands", *names], capture=True)
-    if done.returncode != 0:
-        return 0
-    count = sum(1 for line in done.stdout.splitlines() if WRAPPER_MARK in line)
-    counts = {**(counts if isinstance(counts, dict) else {}), key: count}
-    with contextlib.suppress(OSError):
-        write_atomic(memo, json.dumps({"ninja": state, "counts": counts}, sort_keys=True))
-    return count
+    plans = known.get("plans") if known.get("ninja") == state else None
+    plans = plans if isinstance(plans, dict) else {}
+    plan = plans.get(key)
+    if not (isinstance(plan, dict) and isinstance(plan.get("count"), int)
+            and isinstance(plan.get("lists"), list) and isinstance(plan.get("shared"), list)):
+        done = run_ninja(build_dir, ["-t", "commands", *names], capture=True)
+        if done.returncode != 0:
+            return 0
+        lines = [line.split() for line in done.stdout.splitlines() if WRAPPER_MARK in line]
+        plan = {
+            "count": len(lines),
+            "lists": sorted({w[1:] for words in lines for w in words if w.startswith("@")}),
+            "shared": sorted({out for words in lines if (out := _first_output(words))
+                              and out.startswith(f"{SHARED_DIR}/")}),
+        }
+        with contextlib.suppress(OSError):
+            write_atomic(memo, json.dumps({"ninja": state, "plans": {**plans, key: plan}},
+                                          sort_keys=True))
+    listed = _listed_objects(build_dir, plan["lists"]) - set(plan["shared"])
+    return int(plan["count"]) + len(listed)
+
+
+def _first_output(words: list[str]) -> str | None:
+    """The first `--out` of a wrapped command's words."""
+    with contextlib.suppress(ValueError, IndexError):
+        return words[words.index("--out") + 1]
+    return None
+
+
+def _listed_objects(build_dir: Path, response_files: Iterable[str]) -> set[str]:
+    """The objects the response files list (a missing one lists none)."""
+    listed: set[str] = set()
+    for name in response_files:
+        with contextlib.suppress(OSError):
+            listed.update((build_dir / name).read_text(encoding="utf-8").split())
+    return listed

@@ -301,8 +301,20 @@ def _library(plan: BuildPlan, files: TargetFiles, commands: list[Command],
         link_items=link_items(_tuple(link.variables, "ldflags")),
         commands=tuple(commands),
         groups=_object_groups(plan, objects, base),
-        kernels=tuple(kernel_names[path] for path in link.inputs if path in kernel_names),
+        kernels=_kernels_linked(plan, link, kernel_names),
     )
+
+
+def _kernels_linked(plan: BuildPlan, link: Action, kernel_names: dict[str, str]
+                    ) -> tuple[str, ...]:
+    """The shared kernels libraries a link takes: archives it names, and the archives of
+    the objects a dyndep file may add (the c host's families) whole: CMake compiles every
+    family once, and the linker takes the archive members it needs."""
+    archive_of = {obj: archive for archive in kernel_names
+                  for obj in plan.action_for(archive).inputs}
+    named = [path for path in link.inputs if path in kernel_names]
+    named += [archive_of[path] for path in link.dynamic_inputs if path in archive_of]
+    return tuple(kernel_names[archive] for archive in dict.fromkeys(named))
 
 
 @dataclass(frozen=True)

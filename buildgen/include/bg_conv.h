@@ -806,7 +806,7 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
     for (int64_t oh0 = 0; oh0 < OH; oh0 += s->band_rows) {
         const int64_t band = bg__min64(s->band_rows, OH - oh0);
         const int64_t n = bg__conv_band_columns(p, s, band);
-        const bg__bsrc src = {NULL, image + oh0 * s->wq, 0, 0, NULL, rows};
+        const bg__bsrc src = {NULL, image + oh0 * s->wq, 0, 0, NULL, rows, 0};
         const bg__gemm gemm = {Mg, n, Cg * KHW, 1.0f, 0.0f, 0, NULL, 0, pg, &src,
                                product, n, epg};
         /* Nothing is packed, so the GEMM's own workspace goes unused (the image is not it). */
@@ -929,8 +929,8 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
         return;
     }
     const bg__bsrc src = bg__conv_is_pointwise(p)
-                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL}
-                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p, NULL};
+                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL, 1}
+                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p, NULL, 0};
     const bg__gemm gemm = {Mg, Ng, Kg, 1.0f, 0.0f, 0, wg, Kg, pg, &src, yg, Ng, &epg};
     bg__gemm_run(&gemm, bg__align64(workspace), c->pool);
 }

@@ -413,7 +413,7 @@ static inline void bg__tile_rows(const bg__gemm *g, int64_t kc, const float *a, 
  * times to pay for packing it); only a ragged last panel is packed. */
 static inline int bg__gemm_direct_b(const bg__gemm *g)
 {
-    return g->bsrc->pack == bg__pack_b_matrix && !g->bsrc->trans &&
+    return g->bsrc->matrix && !g->bsrc->trans &&
            g->M <= BG_GEMM_DIRECT_B_MAX_M;
 }
 
@@ -607,14 +607,16 @@ static void bg__gemm_run_shared_b(const bg__gemm *g, float *ws, bg_threadpool *p
     const bg__shared_b job = {g, packed, (panels + blocks - 1) / blocks};
     bg_parallel(pool, (panels + job.panels_per_task - 1) / job.panels_per_task,
                 bg__shared_b_task, &job, ws);
-    const bg__bsrc prepacked = {NULL, packed, 0, 0, NULL, NULL};
+    const bg__bsrc prepacked = {NULL, packed, 0, 0, NULL, NULL, 0};
     bg__gemm shared = *g;
     shared.bsrc = &prepacked;
     bg__gemm_split_run(&shared, ws, pool);
 }
 
-/* The GEMM g on the pool's threads (or the caller's alone); ws is the caller's workspace. */
-static void bg__gemm_run(const bg__gemm *g, float *ws, bg_threadpool *pool)
+/* The GEMM g on the pool's threads (or the caller's alone); ws is the caller's workspace.
+ * An entry point (of the GEMM family, bg_kernels_linked.h) for the convolution, whose
+ * B operand is a bg__bsrc of its own (implicit im2col). */
+BG_API void bg__gemm_run(const bg__gemm *g, float *ws, bg_threadpool *pool)
 {
     const int threads = bg_threadpool_threads(pool);
     if (threads < 2 || g->M * g->N * g->K < BG_GEMM_PARALLEL_MIN_MACS)
@@ -666,7 +668,7 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
         bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws, pool);
         return;
     }
-    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL};
+    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, ws, pool);
 }
@@ -687,7 +689,7 @@ BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, i
                             void *packed)
 {
     if (N <= 0 || K <= 0) return;
-    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL};
+    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1};
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     float *dst = (float *)packed;
     for (int64_t pc = 0; pc < K; pc += kc_step)
@@ -706,7 +708,7 @@ BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, flo
         bg__gemm_no_product(M, N, beta, C, ldc, ep);
         return;
     }
-    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL, NULL};
+    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL, NULL, 0};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, bg__align64(workspace), pool);
 }

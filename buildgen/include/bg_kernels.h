@@ -374,11 +374,15 @@ static inline float *bg__align64(void *p)
 
 #include "bg_threads.h"
 #include "bg_gemm.h"
+#ifdef BG_KERNELS_LINKS_GEMM /* a family object calling the GEMM family's (bg_kernels_conv.c) */
+#include "bg_kernels_linked.h"
+#endif
 #include "bg_window.h"
 #include "bg_conv.h"
 #include "bg_pool.h"
 
 #if defined(BG_KERNELS_LINKED) || defined(BG_KERNELS_LIBRARY)
+#define BG__KERNELS_COMPLETE
 #include "bg_kernels_linked.h"
 #endif
 

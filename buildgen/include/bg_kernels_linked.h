@@ -17,11 +17,14 @@
  * libraries built by different versions, linked statically into one program, keep their own
  * copies rather than one taking the other's. BG_ISA_SUFFIX is the ISA level of a module
  * compiled once per level (buildgen_abi.h). tests/backends/c/test_c_kernels_linked.py checks
- * that the families and the #defines below name every BG_API function of the headers. Three
- * families, not one object: they compile in parallel, and a library takes only the ones its
- * modules call (the linker pulls an archive's members by need). GEMM and convolution are one
- * (dense): convolution runs on the GEMM's blocked micro-kernels, which a family of its own
- * would compile a second time.
+ * that the families and the #defines below name every BG_API function of the headers.
+ *
+ * Four families, not one object: they compile in parallel, and a build compiles and links
+ * only the families its modules call (the codegen of a module lists them in a ninja dyndep
+ * file: buildgen/ninja/shared_modules.py). A model of MatMuls and elementwise ops compiles
+ * the GEMM family, a fraction of the convolution's code. The convolution runs on the GEMM's
+ * blocked kernels (bg__gemm_run): its family object links the GEMM family's instead of
+ * compiling its own (BG_KERNELS_LINKS_GEMM), so a model with both compiles each once.
  */
 #ifndef BG_KERNELS_LINKED_H
 #define BG_KERNELS_LINKED_H
@@ -46,7 +49,7 @@
     X(bg_threadpool_destroy) \
     X(bg_threadpool_create)
 
-#define BG_KERNELS_DENSE(X) \
+#define BG_KERNELS_GEMM(X) \
     X(bg_sgemm_workspace_bytes) \
     X(bg_sgemm) \
     X(bg_sgemm_packed_b_bytes) \
@@ -55,6 +58,9 @@
     X(bg_sgemm_packed_a_bytes) \
     X(bg_sgemm_pack_a) \
     X(bg__gemv) \
+    X(bg__gemm_run)
+
+#define BG_KERNELS_CONV(X) \
     X(bg_conv2d_workspace_bytes) \
     X(bg_conv2d) \
     X(bg_conv2d_packed_bytes) \
@@ -70,25 +76,27 @@
     X(bg_avgpool3d)
 
 #define BG_KERNEL_ENTRY_POINTS(X) \
-    BG_KERNELS_THREADS(X) BG_KERNELS_DENSE(X) BG_KERNELS_POOL(X)
+    BG_KERNELS_THREADS(X) BG_KERNELS_GEMM(X) BG_KERNELS_CONV(X) BG_KERNELS_POOL(X)
 
-#if defined(BG_KERNELS_LIBRARY)
 #define BG__KERNEL_EXPORT(name) \
     extern __typeof__(name) BG__KERNEL_NAME(name) \
         __attribute__((alias(BG__KERNEL_STR(name)), visibility("hidden")));
-BG_KERNELS_LIBRARY(BG__KERNEL_EXPORT)
-#else
 #define BG__KERNEL_DECLARE(name) \
     extern __typeof__(name) BG__KERNEL_NAME(name) __attribute__((visibility("hidden")));
-BG_KERNEL_ENTRY_POINTS(BG__KERNEL_DECLARE)
 
-#define bg_conv2d_workspace_bytes BG__KERNEL_NAME(bg_conv2d_workspace_bytes)
-#define bg_conv2d                 BG__KERNEL_NAME(bg_conv2d)
-#define bg_conv2d_packed_bytes    BG__KERNEL_NAME(bg_conv2d_packed_bytes)
-#define bg_conv2d_pack_weights    BG__KERNEL_NAME(bg_conv2d_pack_weights)
-#define bg_conv2d_prepacked       BG__KERNEL_NAME(bg_conv2d_prepacked)
-#define bg_batchnorm_fold_bytes   BG__KERNEL_NAME(bg_batchnorm_fold_bytes)
-#define bg_batchnorm_fold         BG__KERNEL_NAME(bg_batchnorm_fold)
+#endif /* BG_KERNELS_LINKED_H */
+
+/* The rest is read twice, as bg_kernels.h includes this file at two points: after
+ * bg_gemm.h in a family object that links the GEMM family (BG_KERNELS_LINKS_GEMM: the
+ * convolution calls GEMM by its link names, so its object holds no second copy of the
+ * GEMM), and at the end (BG__KERNELS_COMPLETE). Each block runs once. */
+
+/* A module, or a family object linking GEMM: GEMM by its link names from here on. */
+#if (defined(BG_KERNELS_LINKS_GEMM) || \
+     (defined(BG__KERNELS_COMPLETE) && defined(BG_KERNELS_LINKED))) && \
+    !defined(BG__GEMM_LINK_NAMES)
+#define BG__GEMM_LINK_NAMES
+BG_KERNELS_GEMM(BG__KERNEL_DECLARE)
 #define bg_sgemm_workspace_bytes  BG__KERNEL_NAME(bg_sgemm_workspace_bytes)
 #define bg_sgemm                  BG__KERNEL_NAME(bg_sgemm)
 #define bg_sgemm_packed_b_bytes   BG__KERNEL_NAME(bg_sgemm_packed_b_bytes)
@@ -97,6 +105,27 @@ BG_KERNEL_ENTRY_POINTS(BG__KERNEL_DECLARE)
 #define bg_sgemm_packed_a_bytes   BG__KERNEL_NAME(bg_sgemm_packed_a_bytes)
 #define bg_sgemm_pack_a           BG__KERNEL_NAME(bg_sgemm_pack_a)
 #define bg__gemv                  BG__KERNEL_NAME(bg__gemv)
+#define bg__gemm_run              BG__KERNEL_NAME(bg__gemm_run)
+#endif
+
+#if defined(BG__KERNELS_COMPLETE) && !defined(BG__KERNELS_LINK_NAMES)
+#define BG__KERNELS_LINK_NAMES
+#if defined(BG_KERNELS_LIBRARY)
+/* A family object: its entry points exported under their link names. */
+BG_KERNELS_LIBRARY(BG__KERNEL_EXPORT)
+#else
+/* A module: every other family by its link names. */
+BG_KERNELS_THREADS(BG__KERNEL_DECLARE)
+BG_KERNELS_CONV(BG__KERNEL_DECLARE)
+BG_KERNELS_POOL(BG__KERNEL_DECLARE)
+
+#define bg_conv2d_workspace_bytes BG__KERNEL_NAME(bg_conv2d_workspace_bytes)
+#define bg_conv2d                 BG__KERNEL_NAME(bg_conv2d)
+#define bg_conv2d_packed_bytes    BG__KERNEL_NAME(bg_conv2d_packed_bytes)
+#define bg_conv2d_pack_weights    BG__KERNEL_NAME(bg_conv2d_pack_weights)
+#define bg_conv2d_prepacked       BG__KERNEL_NAME(bg_conv2d_prepacked)
+#define bg_batchnorm_fold_bytes   BG__KERNEL_NAME(bg_batchnorm_fold_bytes)
+#define bg_batchnorm_fold         BG__KERNEL_NAME(bg_batchnorm_fold)
 #define bg_maxpool2d              BG__KERNEL_NAME(bg_maxpool2d)
 #define bg_avgpool2d              BG__KERNEL_NAME(bg_avgpool2d)
 #define bg_maxpool3d              BG__KERNEL_NAME(bg_maxpool3d)
@@ -106,5 +135,4 @@ BG_KERNEL_ENTRY_POINTS(BG__KERNEL_DECLARE)
 #define bg_threadpool_destroy     BG__KERNEL_NAME(bg_threadpool_destroy)
 #define bg_threadpool_create      BG__KERNEL_NAME(bg_threadpool_create)
 #endif
-
-#endif /* BG_KERNELS_LINKED_H */
+#endif

@@ -27,6 +27,10 @@ struct bg__bsrc {
     int trans;         /* B is stored [N, K] */
     const void *ctx;   /* im2col: its bg__im2col */
     const int64_t *rows; /* NULL, or where each row of B starts in data (pack is NULL) */
+    /* pack is bg__pack_b_matrix: B is a plain matrix, which the micro-kernel may read in
+     * place. A flag, not a comparison of pack with the function: the convolution's kernels
+     * object has a copy of its own (bg_kernels_linked.h). */
+    int matrix;
 };
 
 #ifdef BG_HAVE_SHUFFLEVECTOR

@@ -30,7 +30,11 @@ def with_cache(plan: BuildPlan, ctx: GenContext) -> BuildPlan:
 
 
 def _with_implicit_inputs(action: Action) -> Action:
-    if action.rule in rules.UNCACHED or not action.implicit:
+    """`$implicit_in`: the implicit inputs, each response file as `@file` (the wrapper
+    hashes the file and what it lists: buildgen.cache.action)."""
+    if action.rule in rules.UNCACHED or not action.implicit_inputs:
         return action
-    variables = (*action.variables, (rules.IMPLICIT_IN, action.implicit))
+    listed = set(action.response_files)
+    implicit = tuple(f"@{path}" if path in listed else path for path in action.implicit_inputs)
+    variables = (*action.variables, (rules.IMPLICIT_IN, implicit))
     return dataclasses.replace(action, variables=variables)

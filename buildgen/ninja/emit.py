@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from buildgen.ninja import rules
 from buildgen.ninja.plan import Action, BuildPlan
 from buildgen.ninja.writer import NinjaWriter
 
@@ -43,11 +44,15 @@ def _build(w: NinjaWriter, action: Action) -> None:
     variables = [("desc", action.description), *action.variables]
     if action.pool:
         variables.append(("pool", action.pool))
+    if action.response_files:
+        variables.append((rules.RESPONSE_FILES, tuple(f"@{f}" for f in action.response_files)))
+    if action.dyndep:
+        variables.append(("dyndep", action.dyndep))
     w.build(
         action.outputs,
         action.rule,
         inputs=action.inputs,
-        implicit=action.implicit,
+        implicit=action.implicit_inputs,
         order_only=action.order_only,
         implicit_outputs=action.implicit_outputs,
         variables=variables,

@@ -23,6 +23,7 @@ from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.build_dir import checked_build_dir
 from buildgen.ninja.context import InstallationProbe, current_context, start_probing
+from buildgen.ninja.dyndep import write_missing_dyndeps
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.ninja.layout import BUILD_NINJA
@@ -103,6 +104,7 @@ def _generate(manifest_path: Path, build_dir: Path | None, probe: InstallationPr
     plan = plan_build(manifest.models, targets, ctx, gen_outputs, cached=cached)
     files[BUILD_NINJA] = emit(plan, ctx.version)
     changed = _write_files(out_dir, files, programs)
+    write_missing_dyndeps(out_dir, plan)
     return GenResult(manifest, out_dir, out_dir / BUILD_NINJA, changed)
 
 

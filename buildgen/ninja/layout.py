@@ -110,6 +110,15 @@ class TargetFiles:
     def backend_source(self, backend: str, language: str) -> str:
         return self._at(f"src/{backend}.{SOURCE_EXTENSIONS[language]}")
 
+    def kernels_sources(self, backend: str) -> str:
+        """The fixed shared kernels sources a backend's module needs (its codegen writes it)."""
+        return self._at(f"src/{backend}.kernels.txt")
+
+    def kernels_links(self, backend: str) -> tuple[str, str]:
+        """The dyndep file and the response file naming the shared kernels objects that a
+        backend's module makes the libraries link (buildgen/ninja/shared_modules.py)."""
+        return self._at(f"src/{backend}.link.dd"), self._at(f"src/{backend}.link.rsp")
+
     @property
     def executor_source(self) -> str:
         return self._at("src/model.c")

@@ -50,6 +50,21 @@ class Action:
     # A tuple value is a list of command arguments (shell-quoted once), a str is literal text.
     variables: tuple[tuple[str, Value], ...] = ()
     pool: str | None = None
+    # Files listing more inputs, which the command reads as `@file` (rules' $response_files):
+    # implicit inputs to ninja, and the cache hashes the files they list too.
+    response_files: tuple[str, ...] = ()
+    # A ninja dyndep file (an implicit input, written by an earlier action) that adds inputs
+    # known only once it is written; `dynamic_inputs` are what it may add, at most, for a
+    # build system without dyndep (CMake), which then takes them all.
+    dyndep: str | None = None
+    dynamic_inputs: tuple[str, ...] = ()
+
+    @property
+    def implicit_inputs(self) -> tuple[str, ...]:
+        """Every implicit input ninja is told of: `implicit`, the response files, the dyndep."""
+        if not self.response_files and self.dyndep is None:
+            return self.implicit
+        return (*self.implicit, *self.response_files, *((self.dyndep,) if self.dyndep else ()))
 
     def variable(self, key: str) -> Value:
         for name, value in self.variables:

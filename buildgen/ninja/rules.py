@@ -46,6 +46,8 @@ EXECUTOR = _stage("executor")
 REPORT = _stage("report", depfile="$dep", deps="gcc")
 # Manifest-wide: every model's instantiation list -> a kind's kernel shards (shared_modules.py).
 SHARED_KERNELS = _stage("shared_kernels")
+# A module's list of fixed kernels sources -> its libraries' dyndep and response files.
+LINK_KERNELS = _stage("link_kernels")
 
 # Flags live on the command line, so changing one re-runs exactly the compiles it touches.
 # gcc, clang and nvcc all understand -MD -MF; `deps = gcc` moves the depfile into
@@ -58,16 +60,18 @@ COMPILE = Rule(
 )
 # rcsD: D stores zero timestamps/uids so the archive is the same bytes every time. The old
 # archive is removed first because `ar r` would keep members that are no longer inputs.
-_AR = "ar rcsD $out $in"
+_AR = "ar rcsD $out $in $response_files"
 # GNU ar writes a temp file ("stXXXXXX") beside the archive and renames it: killed, it
 # leaves that file in the build folder for good. So it writes in a folder of its own,
 # which the next run of the action removes whole, and the archive is moved into place.
 _STAGED = f"$out{ARCHIVE_STAGING}"
 ARCHIVE = Rule(ARCHIVE_RULE, command=(
-    f"rm -rf $out {_STAGED} && mkdir {_STAGED} && ar rcsD {_STAGED}/a $in"
+    f"rm -rf $out {_STAGED} && mkdir {_STAGED} && ar rcsD {_STAGED}/a $in $response_files"
     f" && mv {_STAGED}/a $out && rmdir {_STAGED}"
 ))
-LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $ldflags")
+# $response_files: `@file` words naming files that list more objects (Action.response_files:
+# the c host's kernels objects its modules call, known once they are generated).
+LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $response_files $ldflags")
 
 
 
@@ -83,8 +87,8 @@ def compile_variables(toolchain: Toolchain, includes: tuple[str, ...]
 
 
 ALL_RULES = (
-    GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, SHARED_KERNELS, COMPILE, ARCHIVE,
-    LINK_SHARED,
+    GEN, IMPORT, PARTITION, CODEGEN, EXECUTOR, REPORT, SHARED_KERNELS, LINK_KERNELS, COMPILE,
+    ARCHIVE, LINK_SHARED,
 )
 
 # The action cache (buildgen/cache) wraps every rule but gen, which writes build.ninja
@@ -92,6 +96,8 @@ ALL_RULES = (
 CACHE = "cache"
 # Per action: its implicit inputs, which `$in` leaves out but the cache must hash.
 IMPLICIT_IN = "implicit_in"
+# Per link or archive: `@file` arguments (Action.response_files).
+RESPONSE_FILES = "response_files"
 # Per compile: its backend kind.
 COMPILE_KIND = "kind"
 UNCACHED = frozenset({GEN.name})

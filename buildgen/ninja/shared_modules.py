@@ -20,9 +20,25 @@ no compile. `<id>` digests the toolchain (compiler, flags): targets compiling di
 (another arch) get their own shards. Nothing here knows what a kernel is.
 
 A kind whose kernels are fixed sources (`shared_kernels: {sources, module_flags}`: the c
-host's bg_kernels.h entry points) has no lists and no render: each source is compiled
+host's bg_kernels.h entry points, in families) has no render: each source can be compiled
 into _shared/<kind>-<id>/ once per ISA level, with the kind's toolchain plus
-`module_flags`, which its modules' compiles take too.
+`module_flags`, which its modules' compiles take too. Which families a library needs
+depends on the ops its module calls:
+
+    codegen <model>/<target>/src/<kind>.<ext>  also writes src/<kind>.kernels.txt: the
+                                               sources its libraries need (the families
+                                               it calls and those they link)
+    link_kernels  src/<kind>.link.dd           a ninja dyndep file adding their objects to
+                                               the library's link and archive edges:
+                                               ninja compiles only those
+                  src/<kind>.link.rsp          the same objects, one a line, which the link
+                                               and `ar` read (`@file`) and the action
+                                               cache hashes
+
+A model of MatMuls compiles no convolution. The `eager` sources (the GEMM, which nearly
+every model calls) are order-only inputs of the links: compiled from the start of the
+build, alongside the import, not after the codegen. The archive of every family stays in
+the plan for builds without dyndep (the CMake fragment) and for `ninja <archive>`.
 """
 
 from __future__ import annotations
@@ -79,11 +95,17 @@ class _Group:
                 for obj, toolchain in compile_units(
                     f"{self.folder}/{source.stem}.o", self.toolchain)]
 
-    @cached_property  # every user's static library lists them
+    @cached_property
     def objects(self) -> tuple[str, ...]:
         if self.spec.fixed:
             return tuple(obj for _, obj, _ in self.fixed_units())
         return tuple(self.shard_object(i) for i in range(self.spec.shards))
+
+    @property
+    def eager_objects(self) -> tuple[str, ...]:
+        """The objects of the fixed sources compiled before any module asks (`eager`)."""
+        return tuple(obj for source, obj, _ in self.fixed_units()
+                     if Path(source).name in self.spec.eager)
 
     @property
     def archive(self) -> str:
@@ -132,12 +154,15 @@ def add_shared_kernels(
                     i = by_output[unit_object(module, level)]
                     out[i] = _with_variable(out[i], "cflags", cflags)
                 group = groups.setdefault(use.folder, _Group(kind, spec, toolchain, use.folder))
-                if not spec.fixed:
-                    listing = kernels_list(files, kind)
-                    group.lists.append(listing)
-                    source = files.backend_source(kind, toolchain.language)
-                    i = by_output[source]
-                    out[i] = _codegen_writing_list(out[i], listing)
+                i = by_output[files.backend_source(kind, toolchain.language)]
+                if spec.fixed:
+                    out[i] = _codegen_writing_links(out[i], group, files)
+                    out.append(_link_kernels(group, files))
+                    _link_by_dyndep(out, by_output, group, files)
+                    continue
+                listing = kernels_list(files, kind)
+                group.lists.append(listing)
+                out[i] = _codegen_writing_list(out[i], listing)
                 i = by_output[files.shared_lib]
                 out[i] = replace(out[i], inputs=(*out[i].inputs, group.archive))
                 i = by_output[files.static_lib]
@@ -180,6 +205,47 @@ def _codegen_writing_list(action: Action, listing: str) -> Action:
     assert isinstance(args, tuple)
     action = _with_variable(action, "args", (*args, "--kernels-out", listing))
     return replace(action, outputs=(*action.outputs, listing))
+
+
+def _codegen_writing_links(action: Action, group: _Group, files: TargetFiles) -> Action:
+    """A fixed-kernels kind's codegen, also listing the kernels sources its module needs."""
+    listing = files.kernels_sources(group.kind)
+    args = action.variable("args")
+    assert isinstance(args, tuple)
+    action = _with_variable(action, "args", (*args, "--kernels-linked", listing))
+    return replace(action, outputs=(*action.outputs, listing))
+
+
+def _link_kernels(group: _Group, files: TargetFiles) -> Action:
+    """The list -> the dyndep and response files of the target's libraries."""
+    listing = files.kernels_sources(group.kind)
+    dyndep, rsp = files.kernels_links(group.kind)
+    args = ["--sources", listing, "--dyndep", dyndep, "--rsp", rsp]
+    for edge in (files.shared_lib, files.static_lib):
+        args += ["--edge", edge]
+    for source, obj, _ in group.fixed_units():
+        args += ["--object", f"{Path(source).name}={obj}"]
+    return Action(
+        rule=rules.LINK_KERNELS.name, outputs=(dyndep, rsp), inputs=(listing,),
+        description=f"KERNELS {files.label} {group.kind}", variables=(("args", tuple(args)),),
+    )
+
+
+def _link_by_dyndep(out: list[Action], by_output: Mapping[str, int], group: _Group,
+                    files: TargetFiles) -> None:
+    """The libraries take the kernels objects the codegen lists: ninja learns them from the
+    dyndep file (and builds only those), the linker and ar read them from the list."""
+    dyndep, rsp = files.kernels_links(group.kind)
+    eager = group.eager_objects
+    for library in (files.shared_lib, files.static_lib):
+        i = by_output[library]
+        if out[i].dyndep is not None:
+            raise RuntimeError(f"{library}: two kinds with fixed shared kernels in one target")
+        # The eager sources' objects are order-only: built from the start, linked (and then
+        # inputs, through the dyndep file) only when the module calls them.
+        out[i] = replace(out[i], response_files=(*out[i].response_files, rsp), dyndep=dyndep,
+                         dynamic_inputs=(*out[i].dynamic_inputs, *group.objects),
+                         order_only=(*out[i].order_only, *eager))
 
 
 def _with_variable(action: Action, name: str, value: tuple[str, ...]) -> Action:

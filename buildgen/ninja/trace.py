@@ -193,7 +193,8 @@ def stage_of(output: str) -> str:
         return "compile"
     if folder == files.executor_source.rpartition("/")[0]:
         extension = base.rpartition(".")[2]
-        if extension in SOURCE_EXTENSIONS.values():
+        # a module, or the list of kernels objects its libraries link (link_kernels)
+        if extension in SOURCE_EXTENSIONS.values() or extension in ("dd", "rsp"):
             return "codegen"
     return "other"
 

@@ -37,6 +37,8 @@ STAGES: dict[str, tuple[str, str]] = {
     "report": ("buildgen.stages.report_stage", "report.json + report.md"),
     "shared_kernels": ("buildgen.stages.shared_kernels_stage",
                        "every model's instantiation list -> a kind's kernel shards"),
+    "link_kernels": ("buildgen.stages.link_kernels_stage",
+                     "a module's kernels sources -> the objects its libraries link"),
 }
 
 _API = (

@@ -162,7 +162,7 @@ def build_library(
     from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
     from buildgen.ninja.shared_modules import fixed_kernels
     from buildgen.resources import include_dir
-    from buildgen.targets.shared_kernels import called_by
+    from buildgen.targets.shared_kernels import linked_by
 
     out = Path(out_dir).resolve()
     for sub in ("src", "include", "obj"):
@@ -185,9 +185,9 @@ def build_library(
         if shared := fixed_kernels(kind, toolchain):
             toolchain = shared.toolchain
             folder = Path(kernels_dir or out / "obj").resolve() / shared.folder
+            linked = linked_by(shared.spec, generated.text)
             kernels += [(Path(source), tc, folder / Path(obj).name)
-                        for source, obj, tc in shared.fixed_units()
-                        if called_by(Path(source), generated.text)]
+                        for source, obj, tc in shared.fixed_units() if Path(source) in linked]
         path = out / "src" / f"{kind}.{SOURCE_EXTENSIONS[toolchain.language]}"
         write_if_changed(path, generated.text)
         units += [(path, tc, Path(obj)) for obj, tc in compile_units(

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # A kind with `shared_kernels:` rules (buildgen/ninja/shared_modules.py) also writes the
     # list of kernel instantiations its module calls.
     parser.add_argument("--kernels-out", help="the instantiation list to write")
+    # A kind with fixed shared kernels (the c host's families) also writes which of their
+    # sources its libraries link (link_kernels_stage turns that into the link's inputs).
+    parser.add_argument("--kernels-linked", help="the list of kernels sources to write")
     # A kind with `tuning:` rules reads the model's tuning records (its generate takes
     # `records=`).
     parser.add_argument("--records", help="tuning records choosing kernels per shape")
@@ -36,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def outputs(args: argparse.Namespace) -> list[str]:
     return [args.out, *([args.kernels_out] if args.kernels_out else []),
+            *([args.kernels_linked] if args.kernels_linked else []),
             *([args.depfile] if args.depfile else [])]
 
 
@@ -89,6 +93,19 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
             hint=f"check the language declared in rules/{kind}.yaml",
         )
     produced[args.out] = source.text
+    if args.kernels_linked:
+        produced[args.kernels_linked] = _linked_sources(kind, source.text)
     if args.depfile:
         produced[args.depfile] = depfile_text(args.out, weights.files_read())
     return produced
+
+
+def _linked_sources(kind: str, text: str) -> str:
+    """The fixed kernels sources the module's libraries link, one name a line."""
+    from buildgen.targets import get_kind
+    from buildgen.targets.shared_kernels import linked_by
+
+    spec = get_kind(kind).shared_kernels
+    if spec is None or not spec.fixed:
+        raise error(f"--kernels-linked: kind {kind!r} has no fixed shared kernels")
+    return "".join(f"{source.name}\n" for source in linked_by(spec, text))

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from buildgen.errors import BuildgenError
 from buildgen.resources import include_dir
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class SharedKernelsSpec:
     shards: int = 1  # how many translation units hold the manifest's kernels
     sources: tuple[str, ...] = ()  # the fixed form: files of buildgen's include dir
     module_flags: tuple[str, ...] = ()  # the fixed form: how the kind's modules link to them
+    eager: tuple[str, ...] = ()  # the fixed form: sources compiled before a module asks
 
     @property
     def fixed(self) -> bool:
@@ -43,7 +45,12 @@ def load_shared_kernels(data: dict[str, Any] | None) -> SharedKernelsSpec | None
     if data is None:
         return None
     if "sources" in data:
-        return SharedKernelsSpec(sources=tuple(map(str, data["sources"])),
+        sources = tuple(map(str, data["sources"]))
+        eager = tuple(map(str, data.get("eager", ())))
+        if not set(eager) <= set(sources):
+            raise BuildgenError(f"rules' shared_kernels: eager "
+                                f"{sorted(set(eager) - set(sources))} not among its sources")
+        return SharedKernelsSpec(sources=sources, eager=eager,
                                  module_flags=tuple(data.get("module_flags", ())))
     return SharedKernelsSpec(render=str(data["render"]), shards=int(data["shards"]))
 
@@ -55,19 +62,51 @@ def fixed_sources(spec: SharedKernelsSpec) -> tuple[Path, ...]:
 def called_by(source: Path, module_text: str) -> bool:
     """Whether a module calls an entry point a fixed kernels source exports: the names of
     the list it names (`#define BG_KERNELS_LIBRARY BG_KERNELS_CONV`), as bg_kernels_linked.h
-    declares them. The stage API builds only what a library links; the build compiles every
-    source once per toolchain, not knowing at gen what the modules will call."""
+    declares them."""
     return any(re.search(rf"\b{name}\s*\(", module_text) for name in _exports(source))
+
+
+def linked_by(spec: SharedKernelsSpec, module_text: str) -> tuple[Path, ...]:
+    """The fixed sources a library of a module must link, in the rules' order: those whose
+    entry points the module calls, and the sources those call in turn (a source says so
+    with `#define BG_KERNELS_LINKS_<FAMILY>`: the convolution links the GEMM)."""
+    sources = fixed_sources(spec)
+    by_family = {_family(source): source for source in sources}
+    wanted = {source for source in sources if called_by(source, module_text)}
+    pending = list(wanted)
+    while pending:
+        for family in _links(pending.pop()):
+            if family not in by_family:
+                raise RuntimeError(f"no source of the rules' shared_kernels holds the {family} "
+                                   "family a kernels source links")
+            if by_family[family] not in wanted:
+                wanted.add(by_family[family])
+                pending.append(by_family[family])
+    return tuple(source for source in sources if source in wanted)
+
+
+@cache
+def _family(source: Path) -> str:
+    listed = re.search(r"#define BG_KERNELS_LIBRARY BG_KERNELS_(\w+)",
+                       source.read_text(encoding="utf-8"))
+    if listed is None:
+        raise RuntimeError(f"{source}: names no BG_KERNELS_<family> list of bg_kernels_linked.h")
+    return listed.group(1)
+
+
+@cache
+def _links(source: Path) -> tuple[str, ...]:
+    return tuple(re.findall(r"^#define BG_KERNELS_LINKS_(\w+)\s*$",
+                            source.read_text(encoding="utf-8"), re.M))
 
 
 @cache
 def _exports(source: Path) -> tuple[str, ...]:
-    listed = re.search(r"#define BG_KERNELS_LIBRARY (\w+)", source.read_text(encoding="utf-8"))
     header = (include_dir() / "bg_kernels_linked.h").read_text(encoding="utf-8")
-    block = re.search(rf"#define {listed.group(1)}\(X\)((?:[^\n]*\\\n)*[^\n]*)", header) \
-        if listed else None
+    block = re.search(rf"#define BG_KERNELS_{_family(source)}\(X\)((?:[^\n]*\\\n)*[^\n]*)",
+                      header)
     if block is None:
-        raise RuntimeError(f"{source}: names no BG_KERNELS_<family> list of bg_kernels_linked.h")
+        raise RuntimeError(f"bg_kernels_linked.h has no BG_KERNELS_{_family(source)} list")
     return tuple(re.findall(r"X\((\w+)\)", block.group(1)))
 
 

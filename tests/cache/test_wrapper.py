@@ -154,6 +154,34 @@ def test_an_archive_starts_from_scratch(tmp_path):
     assert members.stdout.split() == ["x.o"]
 
 
+def test_the_objects_a_response_file_lists_are_part_of_the_key(tmp_path):
+    """A link's `@file` (the c host's kernels objects, listed by link_kernels): the key
+    covers each object it lists, so an object's new bytes miss and the old ones hit."""
+    import subprocess
+
+    build = tmp_path / "b"
+    build.mkdir()
+    cache = tmp_path / "cache"
+    (build / "x.o").write_text("x")
+    (build / "kernels.rsp").write_text("k1.o\nk2.o\n")
+
+    def archive(k2: str) -> list[str]:
+        (build / "k1.o").write_text("k1")
+        (build / "k2.o").write_text(k2)
+        run_action(build, cache, ["ar", "rcsD", "lib.a", "x.o", "@kernels.rsp"], rule="ar",
+                   outputs=["lib.a"], inputs=["x.o", "@kernels.rsp"])
+        members = subprocess.run(["ar", "t", str(build / "lib.a")], capture_output=True,
+                                 text=True, check=True)
+        assert members.stdout.split() == ["x.o", "k1.o", "k2.o"]
+        return subprocess.run(["ar", "p", str(build / "lib.a"), "k2.o"], capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    assert archive("old") == ["old"]
+    assert archive("new") == ["new"]  # not the archive restored from the first key
+    assert archive("old") == ["old"]
+    assert outcomes(build) == ["ran", "ran", "local"]
+
+
 def test_an_archive_is_written_aside_and_a_killed_ars_litter_is_removed(tmp_path):
     """ar's temp file lands beside its output; the wrapper has it write in a folder of its
     own, which the next run removes whole (what a kill -9 of ar left there)."""

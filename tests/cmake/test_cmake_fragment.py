@@ -56,7 +56,7 @@ def test_import_belongs_to_the_model_everything_else_to_its_target(tmp_path: Pat
     assert [lib.static for lib in fragment.libraries] == ["buildgen_mlp_cpu", "buildgen_mlp_fast"]
     for lib, label in zip(fragment.libraries, ("mlp/cpu", "mlp/fast"), strict=True):
         comments = sorted(c.comment.split()[0] for c in lib.commands)
-        assert comments == ["CODEGEN", "EXECUTOR", "PARTITION", "REPORT"]
+        assert comments == ["CODEGEN", "EXECUTOR", "KERNELS", "PARTITION", "REPORT"]
         assert all(o.startswith(label + "/") for c in lib.commands for o in c.outputs)
         assert (lib.shared, lib.export_name, lib.output_name) == (
             lib.static + "_shared", lib.static.removeprefix("buildgen_"), "mlp")

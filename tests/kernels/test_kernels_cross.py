@@ -120,8 +120,8 @@ LOOP_SHAPES = {
 @pytest.mark.parametrize("name", sorted(LOOP_SHAPES))
 def test_aarch64_micro_kernel_keeps_the_tile_in_registers(name: str, tmp_path: Path) -> None:
     _need("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu")
-    obj = tmp_path / "dense.o"
-    _compile(name, obj, obj=True, src=include_dir() / "bg_kernels_dense.c")
+    obj = tmp_path / "gemm.o"
+    _compile(name, obj, obj=True, src=include_dir() / "bg_kernels_gemm.c")
     disassembly = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(obj)],
                                  capture_output=True, text=True, check=True).stdout
     pattern, counts = LOOP_SHAPES[name]

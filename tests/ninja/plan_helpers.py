@@ -5,6 +5,7 @@ from pathlib import Path
 from buildgen.manifest import ModelSpec
 from buildgen.ninja.actions import plan_build
 from buildgen.ninja.context import GenContext, current_context
+from buildgen.ninja.dyndep import write_missing_dyndeps
 from buildgen.ninja.emit import emit
 from buildgen.ninja.genfiles import gen_files
 from buildgen.targets import resolve_target
@@ -67,4 +68,5 @@ def write_planned_build(root: Path) -> Path:
         (build / rel).parent.mkdir(parents=True, exist_ok=True)
         (build / rel).write_text(text)
     (build / "build.ninja").write_text(emit(plan, "9.9.9"))
+    write_missing_dyndeps(build, plan)  # as gen does
     return build

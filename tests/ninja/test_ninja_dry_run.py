@@ -21,7 +21,13 @@ def test_dry_run_plans_every_action_once(tmp_path, planned):
     done = _ninja(build, "-n")
     assert done.returncode == 0, done.stdout + done.stderr
     printed = [line.split("] ", 1)[1] for line in done.stdout.splitlines() if line.startswith("[")]
-    expected = [a.description for a in plan.actions if a.rule != "gen"]
+    # Before a first build, the dyndep files gen stands in list every kernels object a link
+    # may take. Nothing needs the c host's archive of them (for CMake, and `ninja <it>`).
+    kernels_archives = {a.outputs[0] for a in plan.actions if a.rule == "ar"
+                        and a.outputs[0].startswith("_shared/c-")}
+    expected = [a.description for a in plan.actions
+                if a.rule != "gen" and a.outputs[0] not in kernels_archives]
+    assert len(kernels_archives) == 2
     assert sorted(printed) == sorted(expected)
 
 

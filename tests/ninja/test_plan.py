@@ -6,6 +6,7 @@ import json
 from plan_helpers import host_objects, make_context, make_models, make_targets
 
 from buildgen.ninja.actions import plan_build
+from buildgen.ninja.cache_plan import with_cache
 from buildgen.ninja.emit import emit
 from buildgen.ninja.layout import TargetFiles
 from buildgen.ninja.plan import Pool
@@ -30,6 +31,7 @@ def test_every_stage_has_one_readable_action_per_model_and_target(planned):
         "IMPORT cnn", "IMPORT mlp",
         *[f"{verb} {label}" for label in labels
           for verb in ("PARTITION", "CODEGEN c", "EXECUTOR", "REPORT")],
+        *[f"KERNELS {label} c" for label in labels],
         *[f"CC {label} {obj}" for label in labels
           for obj in (*host_objects(label), "model.o", "weights.o")],
         *[f"LINK {label} lib{label.split('/')[0]}.so" for label in labels],
@@ -109,14 +111,41 @@ def test_links_take_every_object_and_the_archive_is_deterministic(planned):
     objects = (*(f"mlp/cpu/obj/{o}" for o in host_objects("mlp/cpu")), "mlp/cpu/obj/model.o",
                "mlp/cpu/obj/weights.o")
     shared = plan.action_for("mlp/cpu/libmlp.so")
-    # The c host's shared kernels: the archive for the link (which takes the members it
-    # needs), its objects for the static library (complete on its own).
-    (kernels,) = [a for a in plan.actions if a.rule == "ar" and a.outputs[0].startswith(
-        "_shared/") and a.outputs[0] in shared.inputs]
-    assert shared.inputs == (*objects, kernels.outputs[0])
+    assert shared.inputs == objects
     assert shared.variable("ldflags") == ("-lm", "-pthread")
-    assert plan.action_for("mlp/cpu/libmlp.a").inputs == (*objects, *kernels.inputs)
+    assert plan.action_for("mlp/cpu/libmlp.a").inputs == objects
     assert "rcsD" in plan.rule("ar").command
+
+
+def test_links_take_the_kernels_objects_the_codegen_lists(planned, tmp_path):
+    """The c host's shared kernels: the codegen lists the sources its module needs, the
+    link_kernels action names their objects (a dyndep file for ninja, a response file for
+    the link and ar); the eager ones (the GEMM) are built from the start."""
+    plan, _ = planned
+    codegen = plan.action_for("mlp/cpu/src/c.c")
+    args = codegen.variable("args")
+    assert args[args.index("--kernels-linked") + 1] == "mlp/cpu/src/c.kernels.txt"
+    assert "mlp/cpu/src/c.kernels.txt" in codegen.outputs
+    links = plan.action_for("mlp/cpu/src/c.link.dd")
+    assert links.rule == "link_kernels" and links.inputs == ("mlp/cpu/src/c.kernels.txt",)
+    assert links.outputs == ("mlp/cpu/src/c.link.dd", "mlp/cpu/src/c.link.rsp")
+    args = links.variable("args")
+    named = {args[i + 1].split("=")[1] for i, word in enumerate(args) if word == "--object"}
+    (kernels,) = [a for a in plan.actions if a.rule == "ar" and set(a.inputs) == named]
+    eager = tuple(obj for obj in kernels.inputs if "_threads." in obj or "_gemm." in obj)
+    assert len(eager) == 2 * len(host_objects("mlp/cpu"))
+    for library in ("mlp/cpu/libmlp.so", "mlp/cpu/libmlp.a"):
+        link = plan.action_for(library)
+        assert link.dyndep == "mlp/cpu/src/c.link.dd"
+        assert link.response_files == ("mlp/cpu/src/c.link.rsp",)
+        assert link.dynamic_inputs == kernels.inputs and link.order_only == eager
+        assert "$response_files" in plan.rule(link.rule).command
+    # The action cache hashes what the response file lists (buildgen.cache.action).
+    text = emit(with_cache(plan, make_context(tmp_path)), "9.9.9")
+    edge = text.split("build mlp/cpu/libmlp.so: ", 1)[1].split("\n\n", 1)[0]
+    assert "  dyndep = mlp/cpu/src/c.link.dd" in edge
+    assert "  response_files = @mlp/cpu/src/c.link.rsp" in edge
+    assert "  implicit_in = @mlp/cpu/src/c.link.rsp mlp/cpu/src/c.link.dd" in edge
 
 
 def test_generator_edge_declares_gen_outputs_and_inputs(planned):

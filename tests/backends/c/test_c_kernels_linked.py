@@ -19,7 +19,7 @@ from buildgen import stages
 from buildgen.manifest import ModelSpec
 from buildgen.resources import include_dir
 from buildgen.targets import get_kind, resolve_target
-from buildgen.targets.shared_kernels import called_by, fixed_sources, kernels_digest
+from buildgen.targets.shared_kernels import called_by, fixed_sources, kernels_digest, linked_by
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ninja"))
 from plan_helpers import make_context  # noqa: E402
@@ -111,9 +111,42 @@ def test_called_by_reads_the_calls_of_a_module() -> None:
     assert spec is not None
     by_name = {s.stem: s for s in fixed_sources(spec)}
     module = "static void k(void) { bg_conv2d(&p, x, w, NULL, y, ws, pool); }"
-    assert called_by(by_name["bg_kernels_dense"], module)
+    assert called_by(by_name["bg_kernels_conv"], module)
+    assert not called_by(by_name["bg_kernels_gemm"], module)
     assert not called_by(by_name["bg_kernels_pool"], module)
-    assert not called_by(by_name["bg_kernels_dense"], "/* bg_conv2d_params only */")
+    assert not called_by(by_name["bg_kernels_conv"], "/* bg_conv2d_params only */")
+
+
+def test_a_library_links_the_families_its_module_calls_and_those_they_link() -> None:
+    spec = get_kind("c").shared_kernels
+    assert spec is not None
+
+    def linked(module: str) -> list[str]:
+        return [source.stem.removeprefix("bg_kernels_") for source in linked_by(spec, module)]
+
+    assert linked("bg_sgemm_prepacked(0, 4, 4, 4, 1.0f, a, 4, b, 0.0f, c, 4, NULL, ws, p);"
+                  "bg_threadpool_create(2);") == ["threads", "gemm"]
+    assert linked("bg_conv2d(&p, x, w, NULL, y, ws, pool);") == ["gemm", "conv"]
+    assert linked("bg_maxpool2d(&p, x, y);") == ["pool"]
+    assert linked("y[i] = x[i] > 0 ? x[i] : 0;") == []
+
+
+def test_the_conv_object_calls_the_gemm_objects_kernels_and_holds_no_copy(
+        tmp_path: Path) -> None:
+    """The convolution's object links the GEMM family's kernels (BG_KERNELS_LINKS_GEMM):
+    a model with both compiles the GEMM once."""
+    objects = {}
+    for family in ("conv", "gemm"):
+        objects[family] = tmp_path / f"{family}.o"
+        subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Werror", "-fPIC",
+                        "-DBG_KERNELS_ID=kfeed", f"-I{INCLUDE}", "-c",
+                        str(INCLUDE / f"bg_kernels_{family}.c"), "-o", str(objects[family])],
+                       check=True)
+    conv = _symbols(objects["conv"])
+    gemm_exports = {line.split()[-1] for line in _symbols(objects["gemm"]) if " T " in line}
+    conv_needs = {line.split()[-1] for line in conv if line.split()[0] == "U"}
+    assert "bg__gemm_run__kfeed" in conv_needs & gemm_exports
+    assert not [line for line in conv if "ukernel" in line or "gemm_blocked" in line]
 
 
 def test_a_build_plans_one_set_of_kernel_compiles_for_all_its_models(tmp_path: Path) -> None:
@@ -130,7 +163,17 @@ def test_a_build_plans_one_set_of_kernel_compiles_for_all_its_models(tmp_path: P
     (archive,) = [a.outputs[0] for a in plan.actions
                   if a.rule == "ar" and a.outputs[0].startswith("_shared/")]
     for name in ("a", "b"):
-        assert archive in plan.action_for(f"{name}/cpu/lib{name}.so").inputs
+        # The libraries take the objects the codegen lists (dyndep; the archive for CMake).
+        codegen = plan.action_for(f"{name}/cpu/src/c.c")
+        assert f"{name}/cpu/src/c.kernels.txt" in codegen.outputs
+        dyndep, rsp = f"{name}/cpu/src/c.link.dd", f"{name}/cpu/src/c.link.rsp"
+        assert plan.action_for(dyndep).outputs == (dyndep, rsp)
+        for library in (f"{name}/cpu/lib{name}.so", f"{name}/cpu/lib{name}.a"):
+            link = plan.action_for(library)
+            assert (link.dyndep, link.response_files) == (dyndep, (rsp,))
+            assert not [path for path in link.inputs if path.startswith("_shared/")]
+        assert plan.action_for(f"{name}/cpu/lib{name}.so").dynamic_inputs == \
+            plan.action_for(archive).inputs
         module = plan.action_for(f"{name}/cpu/obj/c.o").variable("cflags")
         assert "-DBG_KERNELS_LINKED" in module and f"-DBG_KERNELS_ID=k{kernels_digest()}" in module
     assert f"-DBG_KERNELS_ID=k{kernels_digest()}" in kernels[0].variable("cflags")
@@ -155,7 +198,7 @@ def _one_op_model(tmp_path: Path, op: str) -> stages.ImportedModel:
 V3 = {"kind": "c", "march": "x86-64-v3", "opt_level": 1}
 
 
-@pytest.mark.parametrize(("op", "families"), [("Relu", []), ("MatMul", ["dense", "threads"])])
+@pytest.mark.parametrize(("op", "families"), [("Relu", []), ("MatMul", ["gemm", "threads"])])
 def test_the_stage_api_compiles_only_the_kernels_a_library_calls(
     tmp_path: Path, op: str, families: list[str]
 ) -> None:

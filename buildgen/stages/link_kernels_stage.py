@@ -1,0 +1,62 @@
+"""link_kernels: a module's list of the fixed kernels sources it needs -> what its libraries
+link (buildgen/ninja/shared_modules.py).
+
+The codegen of a kind with fixed shared kernels (the c host) lists the kernels sources its
+module's libraries need; this stage names their objects (each source once per ISA level,
+in the toolchain's _shared/ folder) in
+
+  - a ninja dyndep file adding them to the link and archive edges as inputs: ninja then
+    compiles only the families some library needs, and
+  - a response file, one object a line, which the link and `ar` read (`@file`) and the
+    action cache hashes (buildgen.cache.action).
+
+A stage of its own rather than more of codegen's outputs: the objects' folder follows the
+compile flags, and codegen must not run again when only those change (`opt_level`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from buildgen.errors import error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sources", required=True, help="the list codegen wrote")
+    parser.add_argument("--dyndep", required=True, help="the dyndep file to write")
+    parser.add_argument("--rsp", required=True, help="the response file to write")
+    parser.add_argument("--edge", action="append", default=[], dest="edges",
+                        help="a link or archive edge's output the objects go to (repeatable)")
+    parser.add_argument("--object", action="append", default=[], dest="objects",
+                        help="SOURCE=OBJECT: a kernels source's object, one per ISA level")
+
+
+def outputs(args: argparse.Namespace) -> list[str]:
+    return [args.dyndep, args.rsp]
+
+
+def run(args: argparse.Namespace) -> Mapping[str, str]:
+    from buildgen.ninja.dyndep import dyndep_text
+
+    try:
+        wanted = set(Path(args.sources).read_text(encoding="utf-8").split())
+    except OSError as exc:
+        raise error(f"{args.sources}: cannot read the kernels list: {exc}") from None
+    objects: list[str] = []
+    known: set[str] = set()
+    for pair in args.objects:
+        source, _, obj = pair.partition("=")
+        known.add(source)
+        if source in wanted:
+            # Paths under the build dir (_shared/c-1a2b3c4d/...): a response file line
+            # holds one as it is.
+            if not obj or any(c.isspace() or c in "\\'\"" for c in obj):
+                raise error(f"kernels object {obj!r} cannot be written to a response file")
+            objects.append(obj)
+    if unknown := sorted(wanted - known):
+        raise error(f"{args.sources}: no object for {', '.join(unknown)}",
+                    hint="run `buildgen gen` again: build.ninja predates these kernels")
+    return {args.dyndep: dyndep_text([(edge, tuple(objects)) for edge in args.edges]),
+            args.rsp: "".join(f"{obj}\n" for obj in objects)}
