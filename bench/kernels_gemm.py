@@ -1,4 +1,5 @@
-"""Single-thread GFLOP/s of bg_sgemm (bg_kernels.h, -O3 -march=x86-64-v3) next to numpy's
+"""Single-thread GFLOP/s of bg_sgemm (bg_kernels.h, -O3, at the x86-64 level a `{kind: c}`
+library picks on this CPU: -v4 where it has AVX-512, else -v3) next to numpy's
 BLAS limited to one thread, on the GEMM shapes the `c` backend's product goal names (MLP
 layers, im2col'd convolutions) and square 256..1024.
 
@@ -35,7 +36,19 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from buildgen.resources import include_dir  # noqa: E402
 
-FLAGS = ["-std=c11", "-O3", "-march=x86-64-v3", "-fPIC", "-shared", "-fno-math-errno"]
+
+def _level() -> str:
+    """x86-64-v4 where the CPU has what bg_cpu.h asks of it (as create picks), else -v3."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return "x86-64-v3"
+    wanted = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    return "x86-64-v4" if wanted <= flags else "x86-64-v3"
+
+
+LEVEL = _level()
+FLAGS = ["-std=c11", "-O3", f"-march={LEVEL}", "-fPIC", "-shared", "-fno-math-errno"]
 
 BENCH_C = r"""
 #define _GNU_SOURCE /* bg_threads.h: pthread_sigmask, sched_getaffinity */
@@ -90,6 +103,38 @@ double bench_peak(int64_t reps, float *sink)
     return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
+/* The same with the widest FMA the CPU has, where it is wider than the kernels' 8 lanes:
+ * 16-lane AVX-512 (0 on a CPU without it). A CPU that executes AVX-512 at full rate (Intel
+ * Xeon since Skylake-SP) peaks twice as high as 8 lanes reach; one that splits 512-bit
+ * operations in two (AMD Zen 4) peaks where 8 lanes do. */
+typedef float bench_v16f __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) static double bench_peak16(int64_t reps, float *sink)
+{
+    bench_v16f acc[12], mul, add;
+    for (int l = 0; l < 16; ++l) {
+        mul[l] = 0.999999f;
+        add[l] = 1e-7f;
+        for (int i = 0; i < 12; ++i) acc[i][l] = 1.0f + (float)i * 1e-3f;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int64_t r = 0; r < reps; ++r)
+        for (int i = 0; i < 12; ++i)
+            acc[i] = __builtin_ia32_vfmaddps512_mask(acc[i], mul, add, (short)-1, 4);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    float s = 0.0f;
+    for (int i = 0; i < 12; ++i) s += acc[i][0];
+    *sink = s;
+    return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+double bench_peak_wide(int64_t reps, float *sink);
+double bench_peak_wide(int64_t reps, float *sink)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? bench_peak16(reps, sink) : 0.0;
+}
+
 size_t bench_packed_bytes(int64_t N, int64_t K);
 size_t bench_packed_bytes(int64_t N, int64_t K) { return bg_sgemm_packed_b_bytes(N, K); }
 
@@ -136,6 +181,8 @@ def build(tmp: Path) -> ctypes.CDLL:
     dll.bench_ws_bytes.restype = ctypes.c_size_t
     dll.bench_peak.argtypes = [i64, ctypes.POINTER(ctypes.c_float)]
     dll.bench_peak.restype = ctypes.c_double
+    dll.bench_peak_wide.argtypes = dll.bench_peak.argtypes
+    dll.bench_peak_wide.restype = ctypes.c_double
     return dll
 
 
@@ -144,6 +191,16 @@ def peak_gflops(dll: ctypes.CDLL, budget: float) -> float:
     sink = ctypes.c_float()
     seconds = best_seconds(lambda reps: float(dll.bench_peak(reps * 100_000, sink)), budget)
     return 12 * 8 * 2 * 100_000 / seconds / 1e9
+
+
+def wide_peak_gflops(dll: ctypes.CDLL, budget: float) -> float | None:
+    """The same with 16-lane AVX-512 FMAs; None on a CPU without AVX-512."""
+    sink = ctypes.c_float()
+    if dll.bench_peak_wide(1, sink) == 0.0:
+        return None
+    seconds = best_seconds(lambda reps: float(dll.bench_peak_wide(reps * 100_000, sink)),
+                           budget)
+    return 12 * 16 * 2 * 100_000 / seconds / 1e9
 
 
 def best_seconds(run: Callable[[int], float], budget: float) -> float:
@@ -192,7 +249,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
         peak = peak_gflops(dll, budget)
-        print(f"single-core FMA peak (x86-64-v3): {peak:.1f} GFLOP/s")
+        print(f"single-core 8-lane FMA peak ({LEVEL}): {peak:.1f} GFLOP/s")
         print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'prepacked':>10} "
               f"{'% peak':>7} {'numpy':>8} {'bg/numpy':>9}")  # fmt: skip
         for m, n, k, tb in SHAPES:

@@ -101,14 +101,8 @@ def _module_functions(partition: Partition, backend: str, timed: bool,
         ("int", "create", "bg_env *env"),
         ("void", "destroy", "bg_env *env"),
         *(("int", r.id, region) for r in partition.regions_for(backend)),
-        *([("bg_kernel_times", "kernel_times", "const bg_env *env")]
-          if backend in _kernel_timers(partition, timed) else []),
+        *profile.module_functions(backend, partition, timed),
     ]
-
-
-def _kernel_timers(partition: Partition, timed: bool) -> tuple[str, ...]:
-    """The backends whose modules time their kernels (buildgen_abi.h, bg_kernel_times)."""
-    return tuple(b for b in partition.backends if timed and get_kind(b).kernel_times)
 
 
 def _declarations(model: str, partition: Partition, isa: IsaPlan, timed: bool) -> list[str]:
@@ -396,7 +390,7 @@ def generate_executor(
         "",
         *(profile.functions(model, partition, [
             f"{_call(model, b, 'kernel_times', isa)}(&m->env_{b})"
-            for b in _kernel_timers(partition, timed)]) if timed else []),
+            for b in profile.kernel_timers(partition, timed)]) if timed else []),
     ]
     return ExecutorSources(
         source_c="\n".join(lines),

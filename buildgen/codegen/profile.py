@@ -50,6 +50,22 @@ def timed(target: ResolvedTarget) -> bool:
     return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
 
 
+def kernel_timers(partition: Partition, timed: bool) -> tuple[str, ...]:
+    """The backends whose modules time their kernels (buildgen_abi.h, bg_kernel_times)."""
+    from buildgen.targets import get_kind
+
+    return tuple(b for b in partition.backends if timed and get_kind(b).kernel_times)
+
+
+def module_functions(backend: str, partition: Partition, timed: bool
+                     ) -> list[tuple[str, str, str]]:
+    """The function a module that times its kernels exports besides its regions: (return
+    type, name after M__<backend>_, parameters)."""
+    if backend not in kernel_timers(partition, timed):
+        return []
+    return [("bg_kernel_times", "kernel_times", "const bg_env *env")]
+
+
 def struct_fields(partition: Partition) -> list[str]:
     return [
         f"    uint64_t profile_ns[{max(len(partition.regions), 1)}]; /* per region, summed */",

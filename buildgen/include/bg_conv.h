@@ -115,11 +115,19 @@ static inline int bg__conv_direct_copy(const bg_conv2d_params *p, int64_t *hp, i
 /* Depthwise convolutions over small planes, channels last (bg__conv2d_direct_cl_task): a
  * task's padded input block and results, in floats. */
 #define BG__DW_CL_MAX_TAPS 64
-static inline int64_t bg__conv_direct_cl_floats(const bg_conv2d_params *p)
+/* The padded block's rows and columns: what the windows cover and the image's extent. */
+static inline void bg__conv_cl_block(const bg_conv2d_params *p, int64_t *hc, int64_t *wc)
 {
     int64_t hp, wp;
     bg__conv_direct_copy(p, &hp, &wp);
-    const int64_t hc = bg__max64(hp, p->pad_top + p->H), wc = bg__max64(wp, p->pad_left + p->W);
+    *hc = bg__max64(hp, p->pad_top + p->H);
+    *wc = bg__max64(wp, p->pad_left + p->W);
+}
+
+static inline int64_t bg__conv_direct_cl_floats(const bg_conv2d_params *p)
+{
+    int64_t hc, wc;
+    bg__conv_cl_block(p, &hc, &wc);
     return 8 * (hc * wc + p->OH * p->OW);
 }
 
@@ -648,9 +656,8 @@ static void bg__conv2d_direct_cl_task(const void *ctx, int64_t task, void *works
     const int64_t n = task / t->blocks, c0 = task % t->blocks * 8;
     const int lanes = (int)bg__min64(8, p->C - c0);
     const int64_t HW = p->H * p->W, KK = p->KH * p->KW;
-    int64_t hp, wp;
-    bg__conv_direct_copy(p, &hp, &wp);
-    const int64_t hc = bg__max64(hp, p->pad_top + p->H), wc = bg__max64(wp, p->pad_left + p->W);
+    int64_t hc, wc;
+    bg__conv_cl_block(p, &hc, &wc);
     float *const xp = bg__align64(workspace), *const yt = xp + 8 * hc * wc;
     memset(xp, 0, (size_t)(8 * hc * wc) * sizeof(float));
     bg__dw_cl_gather(p, t->X + (n * p->C + c0) * HW, lanes, wc, xp);

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from buildgen.manifest import ModelSpec
 from buildgen.ninja.layout import TargetFiles
 from buildgen.ninja.options_file import dump_options
+from buildgen.ninja.shared_modules import kernels_objects_texts
 from buildgen.targets import ResolvedTarget
 
 
@@ -27,6 +28,8 @@ def gen_files(
         out[files.codegen_target_file] = view
         for backend, text in options:
             out[files.options(backend)] = text
+        for kind, text in kernels_objects_texts(targets[name]):
+            out[files.kernels_objects(kind)] = text
     return dict(sorted(out.items()))
 
 

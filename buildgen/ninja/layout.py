@@ -110,6 +110,11 @@ class TargetFiles:
     def backend_source(self, backend: str, language: str) -> str:
         return self._at(f"src/{backend}.{SOURCE_EXTENSIONS[language]}")
 
+    def kernels_objects(self, backend: str) -> str:
+        """A target's (gen's) list of each fixed shared kernels source's objects, one
+        `source=object` a line: the same for every model of the target."""
+        return self._of_target(f"kernels/{backend}.objects")
+
     def kernels_sources(self, backend: str) -> str:
         """The fixed shared kernels sources a backend's module needs (its codegen writes it)."""
         return self._at(f"src/{backend}.kernels.txt")

@@ -216,17 +216,28 @@ def _codegen_writing_links(action: Action, group: _Group, files: TargetFiles) ->
     return replace(action, outputs=(*action.outputs, listing))
 
 
+def kernels_objects_texts(target: ResolvedTarget) -> list[tuple[str, str]]:
+    """(kind, text) of the target's file naming each fixed kernels source's objects (gen
+    writes it once per target: TargetFiles.kernels_objects), for link_kernels."""
+    texts = []
+    for use in _kind_uses(target):
+        if use.spec.fixed:
+            group = _Group(use.kind, use.spec, use.toolchain, use.folder)
+            texts.append((use.kind, "".join(f"{Path(source).name}={obj}\n"
+                                            for source, obj, _ in group.fixed_units())))
+    return texts
+
+
 def _link_kernels(group: _Group, files: TargetFiles) -> Action:
     """The list -> the dyndep and response files of the target's libraries."""
     listing = files.kernels_sources(group.kind)
     dyndep, rsp = files.kernels_links(group.kind)
-    args = ["--sources", listing, "--dyndep", dyndep, "--rsp", rsp]
+    objects = files.kernels_objects(group.kind)
+    args = ["--sources", listing, "--objects", objects, "--dyndep", dyndep, "--rsp", rsp]
     for edge in (files.shared_lib, files.static_lib):
         args += ["--edge", edge]
-    for source, obj, _ in group.fixed_units():
-        args += ["--object", f"{Path(source).name}={obj}"]
     return Action(
-        rule=rules.LINK_KERNELS.name, outputs=(dyndep, rsp), inputs=(listing,),
+        rule=rules.LINK_KERNELS.name, outputs=(dyndep, rsp), inputs=(listing, objects),
         description=f"KERNELS {files.label} {group.kind}", variables=(("args", tuple(args)),),
     )
 

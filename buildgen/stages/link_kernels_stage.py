@@ -3,7 +3,7 @@ link (buildgen/ninja/shared_modules.py).
 
 The codegen of a kind with fixed shared kernels (the c host) lists the kernels sources its
 module's libraries need; this stage names their objects (each source once per ISA level,
-in the toolchain's _shared/ folder) in
+in the toolchain's _shared/ folder, as gen's list for the target says) in
 
   - a ninja dyndep file adding them to the link and archive edges as inputs: ninja then
     compiles only the families some library needs, and
@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rsp", required=True, help="the response file to write")
     parser.add_argument("--edge", action="append", default=[], dest="edges",
                         help="a link or archive edge's output the objects go to (repeatable)")
-    parser.add_argument("--object", action="append", default=[], dest="objects",
-                        help="SOURCE=OBJECT: a kernels source's object, one per ISA level")
+    parser.add_argument("--objects", required=True,
+                        help="the target's list of each source's objects (SOURCE=OBJECT lines)")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
@@ -40,13 +40,10 @@ def outputs(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> Mapping[str, str]:
     from buildgen.ninja.dyndep import dyndep_text
 
-    try:
-        wanted = set(Path(args.sources).read_text(encoding="utf-8").split())
-    except OSError as exc:
-        raise error(f"{args.sources}: cannot read the kernels list: {exc}") from None
+    wanted = {line for line in _read(args.sources).splitlines() if line}
     objects: list[str] = []
     known: set[str] = set()
-    for pair in args.objects:
+    for pair in filter(None, _read(args.objects).splitlines()):
         source, _, obj = pair.partition("=")
         known.add(source)
         if source in wanted:
@@ -57,6 +54,13 @@ def run(args: argparse.Namespace) -> Mapping[str, str]:
             objects.append(obj)
     if unknown := sorted(wanted - known):
         raise error(f"{args.sources}: no object for {', '.join(unknown)}",
-                    hint="run `buildgen gen` again: build.ninja predates these kernels")
+                    hint="run `buildgen gen` again: its list predates these kernels")
     return {args.dyndep: dyndep_text([(edge, tuple(objects)) for edge in args.edges]),
             args.rsp: "".join(f"{obj}\n" for obj in objects)}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read the kernels list: {exc}") from None

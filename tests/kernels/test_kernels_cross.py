@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from disassembly import function_lines, loops
 
 from buildgen.resources import include_dir
 
@@ -84,30 +85,6 @@ def test_gemm_and_conv_match_a_reference(name: str, tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
 
 
-def _function(disassembly: str, name: str) -> list[str]:
-    """The instruction lines of one function in `objdump -d` output."""
-    lines = disassembly.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.endswith(f"<{name}>:"))
-    body = []
-    for line in lines[start + 1:]:
-        if not line.strip():
-            break
-        body.append(line)
-    return body
-
-
-def _loops(body: list[str]) -> list[list[str]]:
-    """Each backward branch's loop body: the instructions from its target to the branch."""
-    addresses = [int(line.split(":", 1)[0], 16) for line in body]
-    loops = []
-    for i, line in enumerate(body):
-        branch = re.search(r"\bb\.\w+\s+([0-9a-f]+)\s", line)
-        if branch and int(branch.group(1), 16) < addresses[i]:
-            start = addresses.index(int(branch.group(1), 16))
-            loops.append(body[start:i + 1])
-    return loops
-
-
 # build -> (the multiply-add of the k loop, how many per tile width): NEON multiplies each
 # 4-wide B vector by one A lane (fmla by element), SVE a whole 8-wide vector by a broadcast
 # A (ld1rw) in one predicated fmla.
@@ -129,7 +106,7 @@ def test_aarch64_micro_kernel_keeps_the_tile_in_registers(name: str, tmp_path: P
         function = f"bg__ukernel_w{width}"
         # The k loop comes first: the first backward branch whose body holds multiply-adds
         # (the epilogue's activations, after it, have loops of their own).
-        loop = next((loop for loop in _loops(_function(disassembly, function))
+        loop = next((loop for loop in loops(function_lines(disassembly, function))
                      if any("fmla" in line for line in loop)), [])
         assert len([line for line in loop if re.search(pattern, line)]) == fmlas, "\n".join(loop)
         assert not any("[sp" in line for line in loop), "\n".join(loop)

@@ -191,3 +191,38 @@ def test_activations_vector_accuracy(kernels_any: Kernels) -> None:
     np.testing.assert_allclose(sig, apply_act(x, ACT_SIGMOID), rtol=2e-6, atol=1e-30)
     th = kernels_any.act8(ACT_TANH, 0.0, 0.0, x)
     np.testing.assert_allclose(th, apply_act(x, ACT_TANH), rtol=2e-6, atol=1e-30)
+
+
+def _k_loop(disassembly: str, function: str) -> list[str]:
+    """The first loop of `function` (objdump -d) whose body multiplies-adds: the k loop."""
+    from disassembly import function_lines, loops
+
+    found = [loop for loop in loops(function_lines(disassembly, function))
+             if any("vfmadd" in instruction for instruction in loop)]
+    assert found, f"no multiply-add loop in {function}"
+    return found[0]
+
+
+def test_at_x86_64_v4_the_tile_steps_k_in_four_512_and_four_256_bit_fmas(tmp_path):
+    """AVX-512: the 4 x 24 tile's k step is 4 FMAs on 16 lanes and 4 on 8 (12 on 8 lanes
+    before), from 2 loads of B and 4 broadcasts of A, with nothing spilled."""
+    import shutil
+    import subprocess
+
+    from buildgen.resources import include_dir
+
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump is not installed (binutils)")
+    obj = tmp_path / "gemm.o"
+    subprocess.run(["cc", "-std=c11", "-O3", "-march=x86-64-v4", "-fno-math-errno",
+                    "-fno-trapping-math", "-DBG_KERNELS_ID=kfeed", f"-I{include_dir()}", "-c",
+                    str(include_dir() / "bg_kernels_gemm.c"), "-o", str(obj)], check=True)
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)],
+                          capture_output=True, text=True, check=True).stdout
+    for function in ("bg__ukernel_w24", "bg__ukernel_rows_w24"):
+        loop = _k_loop(text, function)
+        fmas = [line for line in loop if "vfmadd" in line]
+        assert len([f for f in fmas if "%zmm" in f]) == 4, "\n".join(loop)
+        assert len([f for f in fmas if "%ymm" in f]) == 4, "\n".join(loop)
+        assert len([line for line in loop if "vbroadcastss" in line]) == 4, "\n".join(loop)
+        assert not any("(%rsp)" in line for line in loop), "\n".join(loop)

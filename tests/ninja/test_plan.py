@@ -121,16 +121,18 @@ def test_links_take_the_kernels_objects_the_codegen_lists(planned, tmp_path):
     """The c host's shared kernels: the codegen lists the sources its module needs, the
     link_kernels action names their objects (a dyndep file for ninja, a response file for
     the link and ar); the eager ones (the GEMM) are built from the start."""
-    plan, _ = planned
+    plan, files = planned
     codegen = plan.action_for("mlp/cpu/src/c.c")
     args = codegen.variable("args")
     assert args[args.index("--kernels-linked") + 1] == "mlp/cpu/src/c.kernels.txt"
     assert "mlp/cpu/src/c.kernels.txt" in codegen.outputs
     links = plan.action_for("mlp/cpu/src/c.link.dd")
-    assert links.rule == "link_kernels" and links.inputs == ("mlp/cpu/src/c.kernels.txt",)
+    # Which object each source has at each level: gen's file, one per target.
+    objects = "_targets/cpu/kernels/c.objects"
+    assert links.rule == "link_kernels"
+    assert links.inputs == ("mlp/cpu/src/c.kernels.txt", objects)
     assert links.outputs == ("mlp/cpu/src/c.link.dd", "mlp/cpu/src/c.link.rsp")
-    args = links.variable("args")
-    named = {args[i + 1].split("=")[1] for i, word in enumerate(args) if word == "--object"}
+    named = {line.split("=")[1] for line in files[objects].split()}
     (kernels,) = [a for a in plan.actions if a.rule == "ar" and set(a.inputs) == named]
     eager = tuple(obj for obj in kernels.inputs if "_threads." in obj or "_gemm." in obj)
     assert len(eager) == 2 * len(host_objects("mlp/cpu"))

@@ -55,9 +55,15 @@ def conv2d_is_direct(p: Mapping[str, int]) -> bool:
     return p["C"] // p["group"] == 1 and p["M"] // p["group"] < _CONV_DIRECT_MAX_MG
 
 
-def _channels_last_floats(p: Mapping[str, int]) -> int:
+def _window_extent(p: Mapping[str, int]) -> tuple[int, int]:
+    """The rows and columns of the padded image the output's windows cover."""
     hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
     wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
+    return hp, wp
+
+
+def _channels_last_floats(p: Mapping[str, int]) -> int:
+    hp, wp = _window_extent(p)
     hc, wc = max(hp, p["pad_top"] + p["H"]), max(wp, p["pad_left"] + p["W"])
     return 8 * (hc * wc + p["OH"] * p["OW"])
 
@@ -118,10 +124,9 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
     if conv2d_is_direct(p):
         # depthwise: a direct loop, reading each plane through a zero-padded copy when the
         # windows reach outside the image; narrow planes 8 channels at a time, channels last
-        hp = (p["OH"] - 1) * p["stride_h"] + (p["KH"] - 1) * p["dil_h"] + 1
-        wp = (p["OW"] - 1) * p["stride_w"] + (p["KW"] - 1) * p["dil_w"] + 1
         if conv2d_is_channels_last(p):
             return _channels_last_floats(p) * 4 + 64
+        hp, wp = _window_extent(p)
         padded = p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
         return hp * wp * 4 + 64 if padded else 0
     # GEMM packing space, then one im2col row of NC-blocked output columns
@@ -148,8 +153,7 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
         return 0
     if (sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K:
         return 0
-    hp = (oh - 1) * sh + (p["KH"] - 1) * p["dil_h"] + 1
-    wp = (ow - 1) * sw + (p["KW"] - 1) * p["dil_w"] + 1
+    hp, wp = _window_extent(p)
     hq, wq = -(-hp // sh), -(-wp // sw)  # a phase plane
     band_rows = min(oh, max(1, _CONV_BAND_FLOATS // (mg * wq)))
 

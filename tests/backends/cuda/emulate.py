@@ -73,8 +73,9 @@ def emulated_library(
 
 def emulated_build(target_dir: Path, model: str, out: Path) -> Path:
     """The emulated library of `model` from its `buildgen build` folder <build>/<model>/<t>."""
-    # The host's objects as built: c.o, or one c.<level>.o per ISA level; the weights; and
-    # the archives of shared kernels the library links (the c host's), as build.ninja says.
+    # The host's objects as built: c.o, or one c.<level>.o per ISA level; the weights; the
+    # archives of shared kernels the library links, as build.ninja says; and the c host's
+    # kernels objects its response file lists (src/c.link.rsp).
     objects = sorted((target_dir / "obj").glob("c.*o")) + [target_dir / "obj" / "weights.o"]
     build = target_dir.parents[1]
     label = target_dir.relative_to(build).as_posix()
@@ -82,5 +83,7 @@ def emulated_build(target_dir: Path, model: str, out: Path) -> Path:
                      (build / "build.ninja").read_text(), re.M)
     assert link is not None, f"no link of {label}/lib{model}.so in build.ninja"
     objects += [build / word for word in link.group(1).split() if word.endswith(".a")]
+    for listing in sorted((target_dir / "src").glob("*.link.rsp")):
+        objects += [build / line for line in listing.read_text().split()]
     return emulated_library(target_dir / "src", target_dir / "include",
                             [o for o in objects if o.exists()], model, out)
