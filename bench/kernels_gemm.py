@@ -8,7 +8,8 @@ layers, im2col'd convolutions) and square 256..1024.
 Both sides are timed in the same run, on the same buffers, best of several repeats; the
 last column is bg_sgemm / numpy. "prepacked" times bg_sgemm_prepacked with B packed
 beforehand (what the backend does for constant weights), and "% peak" sets it against
-the core's FMA peak measured in the same run (twelve independent FMA chains). The timing
+the core's FMA peak measured in the same run (twelve independent FMA chains) at the width
+of the micro-kernel's accumulators: 16 lanes at x86-64-v4, 8 below. The timing
 loop runs inside C so ctypes overhead stays out. Other processes on the machine skew every
 column: rerun.
 """
@@ -203,6 +204,16 @@ def wide_peak_gflops(dll: ctypes.CDLL, budget: float) -> float | None:
     return 12 * 16 * 2 * 100_000 / seconds / 1e9
 
 
+def tile_peak_gflops(dll: ctypes.CDLL, budget: float) -> tuple[int, float]:
+    """(lanes, GFLOP/s): the FMA peak at the width bg_sgemm's micro-kernel computes in at
+    LEVEL (bg_gemm.h: 16-lane accumulators at x86-64-v4, 8-lane below)."""
+    if LEVEL == "x86-64-v4":
+        wide = wide_peak_gflops(dll, budget)
+        if wide is not None:
+            return 16, wide
+    return 8, peak_gflops(dll, budget)
+
+
 def best_seconds(run: Callable[[int], float], budget: float) -> float:
     """Seconds per call: calibrate a repeat count to ~budget/5, keep the best of 5."""
     reps = 1
@@ -248,8 +259,8 @@ def main() -> int:
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
-        peak = peak_gflops(dll, budget)
-        print(f"single-core 8-lane FMA peak ({LEVEL}): {peak:.1f} GFLOP/s")
+        lanes, peak = tile_peak_gflops(dll, budget)
+        print(f"single-core {lanes}-lane FMA peak ({LEVEL}): {peak:.1f} GFLOP/s")
         print(f"{'M x N x K':>18} {'transB':>6} {'bg GFLOP/s':>11} {'prepacked':>10} "
               f"{'% peak':>7} {'numpy':>8} {'bg/numpy':>9}")  # fmt: skip
         for m, n, k, tb in SHAPES:

@@ -26,6 +26,7 @@ from buildgen.cache.tools import (
     native_cpu,
     tool_identity,
 )
+from buildgen.ninja.response_file import read_response_file
 
 PYTHON_WORD = "<python>"  # the interpreter running the stages, as a key names it
 LINK_RULES = frozenset({"link_shared"})  # rules whose command is a compiler-driver link
@@ -106,21 +107,15 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
 
 def _expand_response_files(words: list[str]) -> list[str]:
     """`--in` words with each `@file` (a response file the command reads: a link's list of
-    the kernels objects it takes) replaced by the file and the paths it lists, one a line,
-    so that the key and a remote action's inputs hold them. A missing list stays as its own
-    path: hashing it then says what is missing."""
+    the kernels objects it takes) replaced by the file and the paths it lists, so that the
+    key and a remote action's inputs hold them. A missing list stays as its own path:
+    hashing it then says what is missing."""
     out: list[str] = []
     for word in words:
         if not word.startswith("@"):
             out.append(word)
             continue
-        path = word[1:]
-        out.append(path)
-        try:
-            with open(path, encoding="utf-8") as listing:
-                out += [line for line in listing.read().splitlines() if line]
-        except FileNotFoundError:
-            pass
+        out += [word[1:], *(read_response_file(word[1:]) or [])]
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from buildgen.cache.journal import Entry
 from buildgen.fsutil import write_atomic
 from buildgen.ninja.gen_stamp import ninja_file_state
-from buildgen.ninja.layout import SHARED_DIR
+from buildgen.ninja.response_file import read_response_file
 from buildgen.ninja.tool import run_ninja
 from buildgen.term import severity
 
@@ -98,7 +98,7 @@ def planned_actions(build_dir: Path, names: Sequence[str]) -> int:
     """How many cached actions building `names` (default: ninja's defaults) involves: the
     commands `ninja -t commands` lists, and the compiles of the shared kernels objects that
     the links' response files list (ninja learns those from dyndep files, which -t
-    commands does not read) and it does not list already."""
+    commands does not read) that it does not list already."""
     state, key = ninja_file_state(build_dir), "\0".join(names)
     memo = build_dir / PLANNED
     known: dict[str, object] = {}
@@ -108,7 +108,7 @@ def planned_actions(build_dir: Path, names: Sequence[str]) -> int:
     plans = plans if isinstance(plans, dict) else {}
     plan = plans.get(key)
     if not (isinstance(plan, dict) and isinstance(plan.get("count"), int)
-            and isinstance(plan.get("lists"), list) and isinstance(plan.get("shared"), list)):
+            and isinstance(plan.get("lists"), list) and isinstance(plan.get("outputs"), list)):
         done = run_ninja(build_dir, ["-t", "commands", *names], capture=True)
         if done.returncode != 0:
             return 0
@@ -116,13 +116,12 @@ def planned_actions(build_dir: Path, names: Sequence[str]) -> int:
         plan = {
             "count": len(lines),
             "lists": sorted({w[1:] for words in lines for w in words if w.startswith("@")}),
-            "shared": sorted({out for words in lines if (out := _first_output(words))
-                              and out.startswith(f"{SHARED_DIR}/")}),
+            "outputs": sorted({out for words in lines if (out := _first_output(words))}),
         }
         with contextlib.suppress(OSError):
             write_atomic(memo, json.dumps({"ninja": state, "plans": {**plans, key: plan}},
                                           sort_keys=True))
-    listed = _listed_objects(build_dir, plan["lists"]) - set(plan["shared"])
+    listed = _listed_objects(build_dir, plan["lists"]) - set(plan["outputs"])
     return int(plan["count"]) + len(listed)
 
 
@@ -137,6 +136,5 @@ def _listed_objects(build_dir: Path, response_files: Iterable[str]) -> set[str]:
     """The objects the response files list (a missing one lists none)."""
     listed: set[str] = set()
     for name in response_files:
-        with contextlib.suppress(OSError):
-            listed.update((build_dir / name).read_text(encoding="utf-8").split())
+        listed.update(read_response_file(str(build_dir / name)) or [])
     return listed

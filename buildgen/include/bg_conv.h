@@ -169,10 +169,10 @@ static inline int64_t bg__conv_pixel_floats(const bg_conv2d_params *p)
 }
 
 /* ---- The transposed form: few output pixels, many filters ----
- * A GEMM's tiles are MR = 4 rows (filters) by NR = 24 columns (output pixels): with 4 or 49
- * pixels (a 1-D convolution over a short sequence, a 7x7 stage) most of each tile's columns
- * are padding. Computing Y^T = im2col^T W^T instead puts the pixels on the 4-row side and
- * the filters on the 24-column side (filters packed as B at create, the epilogue applied
+ * A GEMM's tiles are MR rows (filters) by NR columns (output pixels), 4 x 24 or 8 x 32: with
+ * 4 or 49 pixels (a 1-D convolution over a short sequence, a 7x7 stage) most of each tile's
+ * columns are padding. Computing Y^T = im2col^T W^T instead puts the pixels on the MR-row side
+ * and the filters on the NR-column side (filters packed as B at create, the epilogue applied
  * per column), then transposes the small result into Y. Each output is still one dot
  * product over the same K slices in the same order: the same bits as the other forms. */
 static inline int bg__conv_transposed_plan(const bg_conv2d_params *p)

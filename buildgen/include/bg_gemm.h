@@ -16,12 +16,10 @@
  * - A constant B (weights) can be packed once ahead of time (bg_sgemm_pack_b), and so can a
  *   constant A (a convolution's filters: bg_sgemm_pack_a); the generated create does it.
  *
- * MR x NR = 4 x 24: twelve 8-lane accumulators plus three B vectors and one broadcast A fill
- * fifteen of AVX2's sixteen registers. 4 divides the row counts that matter here (batch
- * sizes 8..64 and channel counts 32..128) where 6 (the other common AVX2 shape) does not.
- * Without 256-bit registers (NEON, SSE) the same tile is computed from 4-wide accumulators (below), so the
- * packing and the driver are one for every target. With AVX-512 (x86-64-v4) each row of the
- * tile is one 16-lane and one 8-lane accumulator: 8 FMAs a k step instead of 12.
+ * The tile is 8 x 32 at x86-64-v4 (sixteen 16-lane accumulators) and 4 x 24 elsewhere (twelve
+ * 8-lane accumulators plus three B vectors and one broadcast A fill fifteen of AVX2's sixteen
+ * registers; 4 divides the row counts that matter here, batch sizes 8..64 and channel counts
+ * 32..128, where 6, the other common AVX2 shape, does not): bg_ukernel.h.
  */
 #ifndef BG_KERNELS_H
 #error "include bg_kernels.h, not bg_gemm.h"
@@ -29,8 +27,17 @@
 #ifndef BG_GEMM_H
 #define BG_GEMM_H
 
+/* The micro-kernel's tile (bg_ukernel.h): MR rows by NR columns, in accumulators of VW lanes. */
+#if defined(__AVX512F__) && defined(__x86_64__)
+#define BG_GEMM_MR 8
+#define BG_GEMM_NR 32
+#define BG_GEMM_VW 16
+#else
 #define BG_GEMM_MR 4
 #define BG_GEMM_NR 24
+#define BG_GEMM_VW 8
+#endif
+#define BG_GEMM_NV (BG_GEMM_NR / BG_GEMM_VW)
 #define BG_GEMM_KC 256
 #define BG_GEMM_MC 128
 #define BG_GEMM_NC 3072
@@ -42,365 +49,7 @@
 
 #include "bg_pack.h"
 
-/* The epilogue of one whole MR x NR tile, applied in registers as the micro-kernel stores
- * it (a pass over the tile afterwards costs more than the pass it saves): the scale and
- * bias of each row (bias_axis 1) or of each column (bias_axis 0, from the tile's first). */
-typedef struct bg__tile_ep {
-    const bg_epilogue *ep;
-    float row_scale[BG_GEMM_MR], row_bias[BG_GEMM_MR];
-    const float *col_scale, *col_bias;
-    int rows_only; /* no per-column terms, and relu, clip or no activation */
-} bg__tile_ep;
-
-static inline void bg__tile_ep_init(bg__tile_ep *te, const bg_epilogue *ep, int64_t i0,
-                                    int64_t j0)
-{
-    te->ep = ep;
-    for (int i = 0; i < BG_GEMM_MR; ++i) {
-        const bg__row_affine r = bg__affine_of_row(ep, i0 + i, j0);
-        te->row_scale[i] = r.scale_scalar;
-        te->row_bias[i] = r.bias_scalar;
-        te->col_scale = r.scale_vec;
-        te->col_bias = r.bias_vec;
-    }
-    te->rows_only = !te->col_scale && !te->col_bias &&
-                    (ep->act == BG_ACT_NONE || ep->act == BG_ACT_RELU || ep->act == BG_ACT_CLIP);
-}
-
-/* bg__tile_ep8 for a rows_only epilogue (a convolution's bias and batch norm, then ReLU or
- * ReLU6), inline in the micro-kernel's store: the same operations in the same order, where a
- * call per vector that re-dispatched on the epilogue's kind cost up to a sixth of a tile
- * with a short K. */
-__attribute__((always_inline)) static inline void bg__tile_ep8_rows(bg_v8f *v,
-                                                                    const bg__tile_ep *te,
-                                                                    int row)
-{
-    if (te->ep->scale) *v *= BG_SPLAT8(te->row_scale[row]);
-    *v += BG_SPLAT8(te->row_bias[row]);
-    const bg_v8f zero = BG_SPLAT8(0.0f);
-    if (te->ep->act == BG_ACT_RELU) {
-        *v = BG_BLEND8(*v > zero, *v, zero);
-    } else if (te->ep->act == BG_ACT_CLIP) {
-        const bg_v8f lo = BG_SPLAT8(te->ep->act_alpha), hi = BG_SPLAT8(te->ep->act_beta);
-        *v = BG_BLEND8(*v < lo, lo, *v);
-        *v = BG_BLEND8(*v > hi, hi, *v);
-    }
-}
-
-/* bg__epilogue_row's vector step on v, lanes [col, col + 8) of tile row `row`. */
-static inline void bg__tile_ep8(bg_v8f *v, const bg__tile_ep *te, int row, int col)
-{
-    bg_v8f t;
-    if (te->col_scale) {
-        BG_LOAD8(t, te->col_scale + col);
-        *v *= t;
-    } else if (te->ep->scale) {
-        *v *= BG_SPLAT8(te->row_scale[row]);
-    }
-    *v += BG_SPLAT8(te->row_bias[row]);
-    if (te->col_bias) {
-        BG_LOAD8(t, te->col_bias + col);
-        *v += t;
-    }
-    bg__act8(v, te->ep);
-}
-
-/* One output row of the micro-kernel, nv vectors wide: C[row] = alpha*acc (+ beta*C[row]
- * unless beta == 0, in which case C is never read: it may hold NaN), then the tile's
- * epilogue when te is not NULL (whole tiles of the last K slice only). */
-#define BG__UK_STORE_ROW(crow, row, r0, r1, r2)                                                     \
-    do {                                                                                           \
-        bg_v8f o0 = (r0) * va, o1 = (r1) * va, o2 = (r2) * va, p_;                                 \
-        if (beta != 0.0f) {                                                                        \
-            BG_LOAD8(p_, (crow));                                                                  \
-            o0 = BG_FMA8(p_, vb, o0);                                                              \
-            if (nv > 1) {                                                                          \
-                BG_LOAD8(p_, (crow) + 8);                                                          \
-                o1 = BG_FMA8(p_, vb, o1);                                                          \
-            }                                                                                      \
-            if (nv > 2) {                                                                          \
-                BG_LOAD8(p_, (crow) + 16);                                                         \
-                o2 = BG_FMA8(p_, vb, o2);                                                          \
-            }                                                                                      \
-        }                                                                                          \
-        if (te != NULL && te->rows_only) {                                                         \
-            bg__tile_ep8_rows(&o0, te, (row));                                                     \
-            if (nv > 1) bg__tile_ep8_rows(&o1, te, (row));                                         \
-            if (nv > 2) bg__tile_ep8_rows(&o2, te, (row));                                         \
-        } else if (te != NULL) {                                                                   \
-            bg__tile_ep8(&o0, te, (row), 0);                                                       \
-            if (nv > 1) bg__tile_ep8(&o1, te, (row), 8);                                           \
-            if (nv > 2) bg__tile_ep8(&o2, te, (row), 16);                                          \
-        }                                                                                          \
-        BG_STORE8((crow), o0);                                                                     \
-        if (nv > 1) BG_STORE8((crow) + 8, o1);                                                     \
-        if (nv > 2) BG_STORE8((crow) + 16, o2);                                                    \
-    } while (0)
-
-#if BG_NATIVE_V8
-#define BG__UK_ROW(ai, r0, r1, r2)                                                                 \
-    do {                                                                                           \
-        const bg_v8f av = BG_SPLAT8(a[ai]);                                                        \
-        r0 = BG_FMA8(av, b0, r0);                                                                  \
-        if (nv > 1) r1 = BG_FMA8(av, b1, r1);                                                      \
-        if (nv > 2) r2 = BG_FMA8(av, b2, r2);                                                      \
-    } while (0)
-
-/* The 4 x 24 micro-kernel, or 4 x 8*nv for the ragged last column panel (nv = 1, 2, 3 is a
- * constant at every call site, so each width compiles to its own loop). a is a packed A
- * micro-panel (4 floats per k); b holds 24 floats per k at stride bs (NR when packed, ldb
- * when B is read in place), of which the first 8*nv are used; or, when rows is not NULL
- * (a constant NULL everywhere but the row-table kernel), row k at b + rows[k]. */
-#if defined(__AVX512F__) && defined(__x86_64__)
-/* AVX-512 (x86-64-v4): columns 0..15 of a row in one 16-lane accumulator, 16..23 in an
- * 8-lane one. A 4 x 24 k step is then 4 + 4 FMAs, not 12: where the CPU runs 512-bit FMAs
- * at full rate (Intel Xeon: two per cycle) that is 4 cycles instead of 6; where it splits
- * them in two (AMD Zen 4) it is the same work. The packed layout, the stores and the
- * epilogue are the 8-lane kernel's (the wide accumulators are split after the k loop). */
-typedef float bg__v16f __attribute__((vector_size(64), aligned(4)));
-#define BG__SPLAT16(x) ((bg__v16f){(x), (x), (x), (x), (x), (x), (x), (x),                       \
-                                   (x), (x), (x), (x), (x), (x), (x), (x)})
-#define BG__FMA16(a, b, c) ((bg__v16f)__builtin_ia32_vfmaddps512_mask((a), (b), (c), -1, 4))
-#define BG__SPLIT16(lo, hi, v)                                                                     \
-    do {                                                                                           \
-        memcpy(&(lo), &(v), sizeof(bg_v8f));                                                       \
-        memcpy(&(hi), (const char *)&(v) + sizeof(bg_v8f), sizeof(bg_v8f));                       \
-    } while (0)
-/* One broadcast of a[ai] serves both FMAs (the 8-lane one takes its low half: the same
- * register), keeping the k step at 4 broadcasts and 2 B loads. */
-#define BG__UK_ROW16(ai, w, r2)                                                                    \
-    do {                                                                                           \
-        const bg__v16f s_ = BG__SPLAT16(a[ai]);                                                    \
-        w = BG__FMA16(s_, b01, w);                                                                 \
-        if (nv > 2) {                                                                              \
-            bg_v8f h_;                                                                             \
-            memcpy(&h_, &s_, sizeof(h_));                                                          \
-            r2 = BG_FMA8(h_, b2, r2);                                                              \
-        }                                                                                          \
-    } while (0)
-#endif
-
-__attribute__((always_inline)) static inline void
-bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int nv, const bg__tile_ep *te)
-{
-    bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
-    bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
-#if defined(__AVX512F__) && defined(__x86_64__)
-    if (nv > 1) {
-        bg__v16f w0 = BG__SPLAT16(0.0f), w1 = w0, w2 = w0, w3 = w0;
-        for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
-            const float *bk = rows ? b + rows[k] : b;
-            bg__v16f b01;
-            bg_v8f b2 = c00;
-            memcpy(&b01, bk, sizeof(b01));
-            if (nv > 2) BG_LOAD8(b2, bk + 16);
-            BG__UK_ROW16(0, w0, c02);
-            BG__UK_ROW16(1, w1, c12);
-            BG__UK_ROW16(2, w2, c22);
-            BG__UK_ROW16(3, w3, c32);
-        }
-        BG__SPLIT16(c00, c01, w0);
-        BG__SPLIT16(c10, c11, w1);
-        BG__SPLIT16(c20, c21, w2);
-        BG__SPLIT16(c30, c31, w3);
-        kc = 0; /* the k loop below has nothing left to do */
-    }
-#endif
-    for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
-        const float *bk = rows ? b + rows[k] : b;
-        bg_v8f b0, b1 = c00, b2 = c00;
-        BG_LOAD8(b0, bk);
-        if (nv > 1) BG_LOAD8(b1, bk + 8);
-        if (nv > 2) BG_LOAD8(b2, bk + 16);
-        BG__UK_ROW(0, c00, c01, c02);
-        BG__UK_ROW(1, c10, c11, c12);
-        BG__UK_ROW(2, c20, c21, c22);
-        BG__UK_ROW(3, c30, c31, c32);
-    }
-    const bg_v8f va = BG_SPLAT8(alpha), vb = BG_SPLAT8(beta);
-    BG__UK_STORE_ROW(c, 0, c00, c01, c02);
-    BG__UK_STORE_ROW(c + ldc, 1, c10, c11, c12);
-    BG__UK_STORE_ROW(c + 2 * ldc, 2, c20, c21, c22);
-    BG__UK_STORE_ROW(c + 3 * ldc, 3, c30, c31, c32);
-}
-#else /* 128-bit registers: the same tiles, from 4-wide accumulators */
-
-/* Columns of 8 one pass of the 128-bit kernel covers: NEON's 32 registers hold the whole
- * 4 x 24 tile (24 accumulators, 6 B vectors, the 4 A values); SSE's 16 hold a 4 x 8 strip
- * (8 + 2 + 1), so a tile takes three passes over the same packed panels, which stay in L1. */
-#if defined(__aarch64__)
-#define BG__UK4_GROUPS 3
-/* Keep the four A values in one register: left alone, GCC loads them through integer
- * registers (ldp x, lsr, fmov: 8 instructions for one ldr q) and spills 3 accumulators. */
-#define BG__UK4_PIN(v) __asm__("" : "+w"(v))
-#else
-#define BG__UK4_GROUPS 1
-#define BG__UK4_PIN(v) ((void)0)
-#endif
-
-/* Two 4-wide accumulators as one 8-wide vector (the store and epilogue are 8-wide: once per
- * tile, after the k loop, so their stack traffic is not in the loop). */
-#define BG__UK4_JOIN(v, lo, hi)                                                                    \
-    do {                                                                                           \
-        memcpy(&(v), &(lo), sizeof(bg_v4f));                                                       \
-        memcpy((char *)&(v) + sizeof(bg_v4f), &(hi), sizeof(bg_v4f));                             \
-    } while (0)
-
-#define BG__UK4_ROW(i, r0, r1, r2, r3, r4, r5)                                                     \
-    do {                                                                                           \
-        const bg_v4f ai = BG_LANE4(av, i);                                                         \
-        r0 = BG_FMA4(b0, ai, r0);                                                                  \
-        r1 = BG_FMA4(b1, ai, r1);                                                                  \
-        if (groups > 1) {                                                                          \
-            r2 = BG_FMA4(b2, ai, r2);                                                              \
-            r3 = BG_FMA4(b3, ai, r3);                                                              \
-        }                                                                                          \
-        if (groups > 2) {                                                                          \
-            r4 = BG_FMA4(b4, ai, r4);                                                              \
-            r5 = BG_FMA4(b5, ai, r5);                                                              \
-        }                                                                                          \
-    } while (0)
-
-#define BG__UK4_STORE_ROW(crow, row, r0, r1, r2, r3, r4, r5)                                       \
-    do {                                                                                           \
-        bg_v8f w0, w1 = va, w2 = va;                                                               \
-        BG__UK4_JOIN(w0, r0, r1);                                                                  \
-        if (groups > 1) BG__UK4_JOIN(w1, r2, r3);                                                  \
-        if (groups > 2) BG__UK4_JOIN(w2, r4, r5);                                                  \
-        const int nv = groups;                                                                     \
-        BG__UK_STORE_ROW(crow, row, w0, w1, w2);                                                   \
-    } while (0)
-
-/* One pass: rows 0..3 x columns [8*g0, 8*(g0 + groups)) of the tile (groups <= GROUPS, a
- * constant). The tile epilogue takes columns relative to the tile, hence the shifted te. */
-__attribute__((always_inline)) static inline void
-bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int groups, const bg__tile_ep *te)
-{
-    bg_v4f c00 = BG_SPLAT4(0.0f), c01 = c00, c02 = c00, c03 = c00, c04 = c00, c05 = c00;
-    bg_v4f c10 = c00, c11 = c00, c12 = c00, c13 = c00, c14 = c00, c15 = c00;
-    bg_v4f c20 = c00, c21 = c00, c22 = c00, c23 = c00, c24 = c00, c25 = c00;
-    bg_v4f c30 = c00, c31 = c00, c32 = c00, c33 = c00, c34 = c00, c35 = c00;
-    for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
-        const float *bk = rows ? b + rows[k] : b;
-        bg_v4f av, b0, b1, b2 = c00, b3 = c00, b4 = c00, b5 = c00;
-        BG_LOAD4(av, a);
-        BG__UK4_PIN(av);
-        BG_LOAD4(b0, bk);
-        BG_LOAD4(b1, bk + 4);
-        if (groups > 1) {
-            BG_LOAD4(b2, bk + 8);
-            BG_LOAD4(b3, bk + 12);
-        }
-        if (groups > 2) {
-            BG_LOAD4(b4, bk + 16);
-            BG_LOAD4(b5, bk + 20);
-        }
-        BG__UK4_ROW(0, c00, c01, c02, c03, c04, c05);
-        BG__UK4_ROW(1, c10, c11, c12, c13, c14, c15);
-        BG__UK4_ROW(2, c20, c21, c22, c23, c24, c25);
-        BG__UK4_ROW(3, c30, c31, c32, c33, c34, c35);
-    }
-    const bg_v8f va = BG_SPLAT8(alpha), vb = BG_SPLAT8(beta);
-    BG__UK4_STORE_ROW(c, 0, c00, c01, c02, c03, c04, c05);
-    BG__UK4_STORE_ROW(c + ldc, 1, c10, c11, c12, c13, c14, c15);
-    BG__UK4_STORE_ROW(c + 2 * ldc, 2, c20, c21, c22, c23, c24, c25);
-    BG__UK4_STORE_ROW(c + 3 * ldc, 3, c30, c31, c32, c33, c34, c35);
-}
-
-/* bg__ukernel_body's contract (below) in passes of GROUPS columns of 8. */
-__attribute__((always_inline)) static inline void
-bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int nv, const bg__tile_ep *te)
-{
-    for (int g0 = 0; g0 < nv; g0 += BG__UK4_GROUPS) {
-        const int groups = nv - g0 < BG__UK4_GROUPS ? nv - g0 : BG__UK4_GROUPS;
-        bg__tile_ep shifted;
-        if (te != NULL) {
-            shifted = *te;
-            if (shifted.col_scale) shifted.col_scale += 8 * g0;
-            if (shifted.col_bias) shifted.col_bias += 8 * g0;
-        }
-        bg__ukernel_pass(kc, a, b + 8 * g0, bs, rows, c + 8 * g0, ldc, alpha, beta, groups,
-                         te != NULL ? &shifted : NULL);
-    }
-}
-#endif
-
-/* One function per width, never inlined: register allocation inside the driver's large
- * body would otherwise keep scalars in vector registers and spill the B vectors back to
- * memory operands (measured: a third slower). */
-__attribute__((noinline)) static void bg__ukernel_w24(int64_t kc, const float *a, const float *b,
-                                                      int64_t bs, float *c, int64_t ldc,
-                                                      float alpha, float beta,
-                                                      const bg__tile_ep *te)
-{
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 3, te);
-}
-__attribute__((noinline)) static void bg__ukernel_w16(int64_t kc, const float *a, const float *b,
-                                                      int64_t bs, float *c, int64_t ldc,
-                                                      float alpha, float beta)
-{
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 2, NULL);
-}
-__attribute__((noinline)) static void bg__ukernel_w8(int64_t kc, const float *a, const float *b,
-                                                     int64_t bs, float *c, int64_t ldc,
-                                                     float alpha, float beta)
-{
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 1, NULL);
-}
-
-/* The 4 x 24 tile with row k of B at b + rows[k] (bg__bsrc.rows). */
-__attribute__((noinline)) static void bg__ukernel_rows_w24(int64_t kc, const float *a,
-                                                           const float *b, const int64_t *rows,
-                                                           float *c, int64_t ldc, float alpha,
-                                                           float beta, const bg__tile_ep *te)
-{
-    bg__ukernel_body(kc, a, b, 0, rows, c, ldc, alpha, beta, 3, te);
-}
-
-static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64_t bs, float *c,
-                               int64_t ldc, float alpha, float beta, int nv)
-{
-    if (nv == 3)
-        bg__ukernel_w24(kc, a, b, bs, c, ldc, alpha, beta, NULL);
-    else if (nv == 2)
-        bg__ukernel_w16(kc, a, b, bs, c, ldc, alpha, beta);
-    else
-        bg__ukernel_w8(kc, a, b, bs, c, ldc, alpha, beta);
-}
-
-/* C[0:mr, 0:nr] = tile (+ beta * C unless beta == 0): a ragged tile computed whole. */
-static inline void bg__merge_tile(const float *tile, float *c, int64_t ldc, int64_t mr,
-                                  int64_t nr, float beta)
-{
-    for (int64_t i = 0; i < mr; ++i)
-        for (int64_t j = 0; j < nr; ++j) {
-            float v = tile[i * BG_GEMM_NR + j];
-            if (beta != 0.0f) v += beta * c[i * ldc + j];
-            c[i * ldc + j] = v;
-        }
-}
-
-/* An edge tile (mr < MR or nr < NR): the narrowest kernel that covers nr columns, into a
- * scratch tile when the tile is ragged, then merged into C. */
-static inline void bg__ukernel_edge(int64_t kc, const float *a, const float *b, int64_t bs,
-                                    float *c, int64_t ldc, int64_t mr, int64_t nr, float alpha,
-                                    float beta)
-{
-    const int nv = (int)((nr + 7) / 8);
-    if (mr == BG_GEMM_MR && nr == 8 * nv) { /* whole vectors: straight into C */
-        bg__ukernel(kc, a, b, bs, c, ldc, alpha, beta, nv);
-        return;
-    }
-    float tile[BG_GEMM_MR * BG_GEMM_NR];
-    bg__ukernel(kc, a, b, bs, tile, BG_GEMM_NR, alpha, 0.0f, nv);
-    bg__merge_tile(tile, c, ldc, mr, nr, beta);
-}
+#include "bg_ukernel.h"
 
 /* Split n into the fewest blocks of at most `block`, of equal size rounded up to `unit`
  * (K = 288 becomes 144 + 144, not 256 + 32: a thin last slice costs a full pass over C). */
@@ -451,11 +100,11 @@ static inline void bg__tile_rows(const bg__gemm *g, int64_t kc, const float *a, 
     if (mr == BG_GEMM_MR && nr == BG_GEMM_NR) {
         bg__tile_ep te;
         if (epilogue) bg__tile_ep_init(&te, g->ep, i, j);
-        bg__ukernel_rows_w24(kc, a, b, rows, c, g->ldc, g->alpha, beta, epilogue ? &te : NULL);
+        bg__ukernel_rows_full(kc, a, b, rows, c, g->ldc, g->alpha, beta, epilogue ? &te : NULL);
         return;
     }
     float tile[BG_GEMM_MR * BG_GEMM_NR];
-    bg__ukernel_rows_w24(kc, a, b, rows, tile, BG_GEMM_NR, g->alpha, 0.0f, NULL);
+    bg__ukernel_rows_full(kc, a, b, rows, tile, BG_GEMM_NR, g->alpha, 0.0f, NULL);
     bg__merge_tile(tile, c, g->ldc, mr, nr, beta);
     if (epilogue) bg__epilogue_block(c, g->ldc, i, j, mr, nr, g->ep);
 }
@@ -540,9 +189,9 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                         if (mr == MR && nr == NR && last_k && epilogue) {
                             bg__tile_ep te;
                             bg__tile_ep_init(&te, g->ep, ic + ir, jc + jr);
-                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, &te);
+                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, &te);
                         } else if (mr == MR && nr == NR) {
-                            bg__ukernel_w24(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, NULL);
+                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, NULL);
                         } else {
                             bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
                             if (last_k && epilogue)

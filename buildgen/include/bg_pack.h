@@ -2,7 +2,7 @@
  *
  * Packing copies the current blocks of op(A) and op(B) into the contiguous, zero-padded
  * micro-panel order the micro-kernel streams through, resolving transposes on the way.
- * Transposing copies go through 8x8 (B) and 4x8 (A) register transposes where the compiler
+ * Transposing copies go through 8x8 (B) and MRx8 (A) register transposes where the compiler
  * offers lane shuffles; everything else is plain loops.
  */
 #ifndef BG_GEMM_H
@@ -171,7 +171,12 @@ static inline void bg__pack_a(int trans_a, const float *A, int64_t lda, int64_t 
         if (!trans_a && mr == MR) {
             k_done = kc / 8 * 8;
             const float *src = A + (i0 + ip) * lda + k0;
-            for (int64_t k = 0; k < k_done; k += 8) bg__transpose4x8(src + k, lda, dst + k * MR);
+            for (int64_t k = 0; k < k_done; k += 8)
+#if BG_GEMM_MR == 8
+                bg__transpose8x8(src + k, lda, dst + k * MR, MR);
+#else
+                bg__transpose4x8(src + k, lda, dst + k * MR);
+#endif
         }
 #endif
         for (int64_t i = 0; i < MR; ++i) {

@@ -156,7 +156,9 @@ def add_shared_kernels(
                 group = groups.setdefault(use.folder, _Group(kind, spec, toolchain, use.folder))
                 i = by_output[files.backend_source(kind, toolchain.language)]
                 if spec.fixed:
-                    out[i] = _codegen_writing_links(out[i], group, files)
+                    # the kernels sources its module needs, for link_kernels
+                    out[i] = _codegen_writing_list(out[i], files.kernels_sources(group.kind),
+                                                   "--kernels-linked")
                     out.append(_link_kernels(group, files))
                     _link_by_dyndep(out, by_output, group, files)
                     continue
@@ -200,19 +202,11 @@ def _kind_uses(target: ResolvedTarget) -> tuple[_KindUse, ...]:
     return tuple(uses)
 
 
-def _codegen_writing_list(action: Action, listing: str) -> Action:
+def _codegen_writing_list(action: Action, listing: str, flag: str = "--kernels-out") -> Action:
+    """The codegen action, also writing `listing` (named to it by `flag`)."""
     args = action.variable("args")
     assert isinstance(args, tuple)
-    action = _with_variable(action, "args", (*args, "--kernels-out", listing))
-    return replace(action, outputs=(*action.outputs, listing))
-
-
-def _codegen_writing_links(action: Action, group: _Group, files: TargetFiles) -> Action:
-    """A fixed-kernels kind's codegen, also listing the kernels sources its module needs."""
-    listing = files.kernels_sources(group.kind)
-    args = action.variable("args")
-    assert isinstance(args, tuple)
-    action = _with_variable(action, "args", (*args, "--kernels-linked", listing))
+    action = _with_variable(action, "args", (*args, flag, listing))
     return replace(action, outputs=(*action.outputs, listing))
 
 

@@ -39,6 +39,7 @@ def outputs(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> Mapping[str, str]:
     from buildgen.ninja.dyndep import dyndep_text
+    from buildgen.ninja.response_file import response_file_text
 
     wanted = {line for line in _read(args.sources).splitlines() if line}
     objects: list[str] = []
@@ -47,16 +48,12 @@ def run(args: argparse.Namespace) -> Mapping[str, str]:
         source, _, obj = pair.partition("=")
         known.add(source)
         if source in wanted:
-            # Paths under the build dir (_shared/c-1a2b3c4d/...): a response file line
-            # holds one as it is.
-            if not obj or any(c.isspace() or c in "\\'\"" for c in obj):
-                raise error(f"kernels object {obj!r} cannot be written to a response file")
             objects.append(obj)
     if unknown := sorted(wanted - known):
         raise error(f"{args.sources}: no object for {', '.join(unknown)}",
                     hint="run `buildgen gen` again: its list predates these kernels")
     return {args.dyndep: dyndep_text([(edge, tuple(objects)) for edge in args.edges]),
-            args.rsp: "".join(f"{obj}\n" for obj in objects)}
+            args.rsp: response_file_text(objects)}
 
 
 def _read(path: str) -> str:

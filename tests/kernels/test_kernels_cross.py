@@ -89,8 +89,8 @@ def test_gemm_and_conv_match_a_reference(name: str, tmp_path: Path) -> None:
 # 4-wide B vector by one A lane (fmla by element), SVE a whole 8-wide vector by a broadcast
 # A (ld1rw) in one predicated fmla.
 LOOP_SHAPES = {
-    "aarch64-O3": (r"fmla\s+v\d+\.4s, v\d+\.4s, v\d+\.s\[", {24: 24, 16: 16, 8: 8}),
-    "aarch64-sve256": (r"fmla\s+z\d+\.s, p\d/m", {24: 12, 16: 8, 8: 4}),
+    "aarch64-O3": (r"fmla\s+v\d+\.4s, v\d+\.4s, v\d+\.s\[", {"full": 24, "w2": 16, "w1": 8}),
+    "aarch64-sve256": (r"fmla\s+z\d+\.s, p\d/m", {"full": 12, "w2": 8, "w1": 4}),
 }
 
 
@@ -103,7 +103,7 @@ def test_aarch64_micro_kernel_keeps_the_tile_in_registers(name: str, tmp_path: P
                                  capture_output=True, text=True, check=True).stdout
     pattern, counts = LOOP_SHAPES[name]
     for width, fmlas in counts.items():
-        function = f"bg__ukernel_w{width}"
+        function = f"bg__ukernel_{width}"
         # The k loop comes first: the first backward branch whose body holds multiply-adds
         # (the epilogue's activations, after it, have loops of their own).
         loop = next((loop for loop in loops(function_lines(disassembly, function))

@@ -203,9 +203,9 @@ def _k_loop(disassembly: str, function: str) -> list[str]:
     return found[0]
 
 
-def test_at_x86_64_v4_the_tile_steps_k_in_four_512_and_four_256_bit_fmas(tmp_path):
-    """AVX-512: the 4 x 24 tile's k step is 4 FMAs on 16 lanes and 4 on 8 (12 on 8 lanes
-    before), from 2 loads of B and 4 broadcasts of A, with nothing spilled."""
+def test_at_x86_64_v4_the_tile_steps_k_in_sixteen_512_bit_fmas(tmp_path):
+    """AVX-512: the 8 x 32 tile's k step is 16 FMAs on 16 lanes (the 4 x 24 tile's was 4 on 16
+    lanes and 4 on 8), from 2 loads of B and 8 broadcasts of A, with nothing spilled."""
     import shutil
     import subprocess
 
@@ -219,10 +219,9 @@ def test_at_x86_64_v4_the_tile_steps_k_in_four_512_and_four_256_bit_fmas(tmp_pat
                     str(include_dir() / "bg_kernels_gemm.c"), "-o", str(obj)], check=True)
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)],
                           capture_output=True, text=True, check=True).stdout
-    for function in ("bg__ukernel_w24", "bg__ukernel_rows_w24"):
+    for function in ("bg__ukernel_full", "bg__ukernel_rows_full"):
         loop = _k_loop(text, function)
         fmas = [line for line in loop if "vfmadd" in line]
-        assert len([f for f in fmas if "%zmm" in f]) == 4, "\n".join(loop)
-        assert len([f for f in fmas if "%ymm" in f]) == 4, "\n".join(loop)
-        assert len([line for line in loop if "vbroadcastss" in line]) == 4, "\n".join(loop)
+        assert len(fmas) == 16 and all("%zmm" in f for f in fmas), "\n".join(loop)
+        assert len([line for line in loop if "vbroadcastss" in line]) == 8, "\n".join(loop)
         assert not any("(%rsp)" in line for line in loop), "\n".join(loop)

@@ -61,3 +61,18 @@ def test_a_source_the_target_has_no_object_for_is_an_error(tmp_path):
 def test_an_object_a_response_file_cannot_hold_is_refused(tmp_path):
     with pytest.raises(BuildgenError, match="response file"):
         _run(tmp_path, "bg_kernels_gemm.c\n", objects="bg_kernels_gemm.c=a b.o\n")
+
+
+def test_an_object_a_response_file_cannot_hold_is_an_error(tmp_path):
+    with pytest.raises(BuildgenError, match="cannot be written to a response file"):
+        _run(tmp_path, "bg_kernels_gemm.c\n",
+             objects="bg_kernels_gemm.c=_shared/c 1/bg_kernels_gemm.o\n")
+
+
+def test_the_response_file_reads_back_as_written(tmp_path):
+    from buildgen.ninja.response_file import read_response_file, response_file_text
+
+    listing = tmp_path / "rsp"
+    assert read_response_file(str(listing)) is None  # not written yet
+    listing.write_text(response_file_text(["_shared/a.o", "_shared/b.o"]))
+    assert read_response_file(str(listing)) == ["_shared/a.o", "_shared/b.o"]

@@ -12,10 +12,26 @@ shape they generate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+
+@dataclass(frozen=True)
+class Tile:
+    """The GEMM micro-kernel's tile (bg_gemm.h BG_GEMM_MR x BG_GEMM_NR)."""
+
+    mr: int
+    nr: int
+
+
+# The tile of the 8- and 4-lane levels, and of x86-64-v4 (16 lanes). A library holds the
+# code of several levels and picks one at create, so the sizes planned here are the largest
+# any of them asks for; the predicates (which form a convolution takes) take the tile.
+NARROW = Tile(4, 24)
+WIDE = Tile(8, 32)
+TILES = (NARROW, WIDE)
 # bg_gemm.h blocking constants
-_MR, _NR, _KC, _MC, _NC = 4, 24, 256, 128, 3072
+_KC, _MC, _NC = 256, 128, 3072
 # bg_conv.h: a band's product in the shifted form (BG__CONV_BAND_FLOATS)
 _CONV_BAND_FLOATS = 48 * 1024
 # bg_conv.h: output channels per group from which one-input-channel groups run as a GEMM
@@ -28,25 +44,36 @@ def _round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
 
-def sgemm_workspace_bytes(m: int, n: int, k: int) -> int:
+def _largest(size: Callable[..., int], *args: object) -> int:
+    return max(size(*args, tile) for tile in TILES)
+
+
+def sgemm_workspace_bytes(m: int, n: int, k: int, tile: Tile | None = None) -> int:
+    """bg_sgemm_workspace_bytes at `tile`, or the largest of every tile's."""
+    if tile is None:
+        return _largest(sgemm_workspace_bytes, m, n, k)
     if m <= 0 or n <= 0 or k <= 0:
         return 0
     kc = min(k, _KC)
-    mc = _round_up(min(m, _MC), _MR)
-    nc = _round_up(min(n, _NC), _NR)
+    mc = _round_up(min(m, _MC), tile.mr)
+    nc = _round_up(min(n, _NC), tile.nr)
     pack = _round_up(mc * kc, 16) + nc * kc
     gemv = _round_up(k, 16) + (n if m == 1 else m) if (m == 1 or n == 1) else 0
     return max(pack, gemv) * 4 + 64
 
 
-def sgemm_packed_b_bytes(n: int, k: int) -> int:
+def sgemm_packed_b_bytes(n: int, k: int, tile: Tile | None = None) -> int:
     """bg_sgemm_packed_b_bytes: NR-wide panels of every K slice."""
-    return _round_up(n, _NR) * k * 4 if n > 0 and k > 0 else 0
+    if tile is None:
+        return _largest(sgemm_packed_b_bytes, n, k)
+    return _round_up(n, tile.nr) * k * 4 if n > 0 and k > 0 else 0
 
 
-def sgemm_packed_a_bytes(m: int, k: int) -> int:
+def sgemm_packed_a_bytes(m: int, k: int, tile: Tile | None = None) -> int:
     """bg_sgemm_packed_a_bytes: MR-tall panels of every K slice."""
-    return _round_up(m, _MR) * k * 4 if m > 0 and k > 0 else 0
+    if tile is None:
+        return _largest(sgemm_packed_a_bytes, m, k)
+    return _round_up(m, tile.mr) * k * 4 if m > 0 and k > 0 else 0
 
 
 def conv2d_is_direct(p: Mapping[str, int]) -> bool:
@@ -87,14 +114,14 @@ def _pixel_filter_bytes(p: Mapping[str, int]) -> int:
     return p["C"] * p["KH"] * p["KW"] * _round_up(p["M"], 8) * 4
 
 
-def conv2d_is_transposed(p: Mapping[str, int]) -> bool:
+def conv2d_is_transposed(p: Mapping[str, int], tile: Tile = NARROW) -> bool:
     """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
-    on the GEMM tile's 4-row side (an eighth fewer padded lanes, at least)."""
+    on the GEMM tile's MR-row side (an eighth fewer padded lanes, at least)."""
     if conv2d_is_direct(p) or conv2d_is_pixel(p):
         return False
     mg, n = p["M"] // p["group"], p["OH"] * p["OW"]
-    lanes = _round_up(n, _NR) * _round_up(mg, _MR)
-    return 8 * _round_up(n, _MR) * _round_up(mg, _NR) < 7 * lanes
+    lanes = _round_up(n, tile.nr) * _round_up(mg, tile.mr)
+    return 8 * _round_up(n, tile.mr) * _round_up(mg, tile.nr) < 7 * lanes
 
 
 def _conv2d_is_pointwise(p: Mapping[str, int]) -> bool:
@@ -102,21 +129,25 @@ def _conv2d_is_pointwise(p: Mapping[str, int]) -> bool:
             and p["pad_top"] == p["pad_left"] == 0 and p["OH"] == p["H"] and p["OW"] == p["W"])
 
 
-def conv2d_packed_bytes(p: Mapping[str, int]) -> int:
+def conv2d_packed_bytes(p: Mapping[str, int], tile: Tile | None = None) -> int:
     """bg_conv2d_packed_bytes: each group's filters as packed A (packed B in the transposed
     form); 0 for the direct form."""
+    if tile is None:
+        return _largest(conv2d_packed_bytes, p)
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_direct(p):
         return 0
     if conv2d_is_pixel(p):
         return _pixel_filter_bytes(p)
-    if conv2d_is_transposed(p):
-        return p["group"] * sgemm_packed_b_bytes(mg, cg * p["KH"] * p["KW"])
-    return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"])
+    if conv2d_is_transposed(p, tile):
+        return p["group"] * sgemm_packed_b_bytes(mg, cg * p["KH"] * p["KW"], tile)
+    return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"], tile)
 
 
-def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
+def conv2d_workspace_bytes(p: Mapping[str, int], tile: Tile | None = None) -> int:
     """`p` holds the fields of the bg_conv2d_params the kernel passes (N, C, H, W, M, ...)."""
+    if tile is None:
+        return _largest(conv2d_workspace_bytes, p)
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_pixel(p):
         # a tile of 64 pixels' results, then the filters packed (without create's packing)
@@ -131,25 +162,25 @@ def conv2d_workspace_bytes(p: Mapping[str, int]) -> int:
         return hp * wp * 4 + 64 if padded else 0
     # GEMM packing space, then one im2col row of NC-blocked output columns
     columns = p["OH"] * p["OW"]
-    im2col_row = _round_up(min(columns, _NC), _NR) * 4
+    im2col_row = _round_up(min(columns, _NC), tile.nr) * 4
     k = cg * p["KH"] * p["KW"]
-    packed_form = sgemm_workspace_bytes(mg, columns, k) + im2col_row
-    if conv2d_is_transposed(p):
+    packed_form = sgemm_workspace_bytes(mg, columns, k, tile) + im2col_row
+    if conv2d_is_transposed(p, tile):
         # the im2col matrix (none for 1x1), Y^T, then the GEMM's own workspace
         im2col = 0 if _conv2d_is_pointwise(p) else _round_up(k * columns, 16)
-        gemm = (sgemm_workspace_bytes(columns, mg, k) + 3) // 4
+        gemm = (sgemm_workspace_bytes(columns, mg, k, tile) + 3) // 4
         floats = im2col + _round_up(columns * mg, 16) + gemm
         return max(packed_form, floats * 4 + 64)
-    return max(packed_form, conv2d_shifted_bytes(p))
+    return max(packed_form, conv2d_shifted_bytes(p, tile))
 
 
-def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
+def conv2d_shifted_bytes(p: Mapping[str, int], tile: Tile = NARROW) -> int:
     """bg__conv_shift_plan / bg__conv_shift_floats: a convolution whose GEMM reads a padded
     copy of the image (split into stride x stride phase planes) in place, in bands of output
     rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
-    if taps == 1 or conv2d_is_direct(p) or conv2d_is_pixel(p) or conv2d_is_transposed(p):
+    if taps == 1 or conv2d_is_direct(p) or conv2d_is_pixel(p) or conv2d_is_transposed(p, tile):
         return 0
     if (sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K:
         return 0
@@ -160,13 +191,13 @@ def conv2d_shifted_bytes(p: Mapping[str, int]) -> int:
     def columns(rows: int) -> int:
         return (rows - 1) * wq + ow
 
-    k, n, rows = cg * taps, oh * ow, _round_up(mg, _MR)
-    tiles = oh // band_rows * _round_up(columns(band_rows), _NR)
+    k, n, rows = cg * taps, oh * ow, _round_up(mg, tile.mr)
+    tiles = oh // band_rows * _round_up(columns(band_rows), tile.nr)
     if oh % band_rows:
-        tiles += _round_up(columns(oh % band_rows), _NR)
-    if tiles * rows * k + 4 * mg * n >= _round_up(n, _NR) * rows * k + 12 * n * k:
+        tiles += _round_up(columns(oh % band_rows), tile.nr)
+    if tiles * rows * k + 4 * mg * n >= _round_up(n, tile.nr) * rows * k + 12 * n * k:
         return 0
-    image = _round_up(cg * sh * sw * hq * wq + _NR, 16)
+    image = _round_up(cg * sh * sw * hq * wq + tile.nr, 16)
     product = _round_up(mg * columns(band_rows), 16)
     return (image + product + 2 * k) * 4 + 64
 

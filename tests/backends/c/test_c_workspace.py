@@ -7,7 +7,15 @@ import itertools
 import subprocess
 from pathlib import Path
 
-from buildgen.backends.c.workspace import conv2d_workspace_bytes, sgemm_workspace_bytes
+import pytest
+
+from buildgen.backends.c.workspace import (
+    NARROW,
+    WIDE,
+    Tile,
+    conv2d_workspace_bytes,
+    sgemm_workspace_bytes,
+)
 from buildgen.resources import include_dir
 
 GEMMS = list(itertools.product((1, 3, 4, 17, 128, 300), (1, 5, 24, 100, 4000), (1, 7, 256, 700)))
@@ -49,7 +57,24 @@ FIELDS = [
 ]
 
 
-def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path) -> None:
+def _runs_avx512() -> bool:
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return False
+    return {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
+
+
+# The tile each level's kernels use: 4 x 24 at the baseline, 8 x 32 at x86-64-v4.
+LEVELS = [pytest.param([], NARROW, id="baseline"),
+          pytest.param(["-march=x86-64-v4"], WIDE, id="x86-64-v4",
+                       marks=pytest.mark.skipif(not _runs_avx512(),
+                                                reason="this CPU cannot run x86-64-v4 code"))]
+
+
+@pytest.mark.parametrize(("march", "tile"), LEVELS)
+def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path, march: list[str],
+                                           tile: Tile) -> None:
     lines = ["#include <stdio.h>", '#include "bg_kernels.h"', "int main(void) {"]
     for m, n, k in GEMMS:
         lines.append(f'    printf("%zu\\n", bg_sgemm_workspace_bytes({m}, {n}, {k}));')
@@ -63,7 +88,8 @@ def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path) ->
     source.write_text("\n".join(lines) + "\n")
     exe = tmp_path / "ws"
     subprocess.run(
-        ["cc", "-O1", "-std=c11", "-I", str(include_dir()), str(source), "-o", str(exe), "-lm"],
+        ["cc", "-O1", "-std=c11", *march, "-I", str(include_dir()), str(source), "-o", str(exe),
+         "-lm"],
         check=True,
     )
     got = [
@@ -72,6 +98,19 @@ def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path) ->
             [str(exe)], capture_output=True, text=True, check=True
         ).stdout.split()
     ]
-    want = [sgemm_workspace_bytes(*g) for g in GEMMS]
-    want += [conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True))) for c in CONVS]
+    want = [sgemm_workspace_bytes(*g, tile) for g in GEMMS]
+    want += [conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True)), tile) for c in CONVS]
     assert got == want
+
+
+def test_the_plan_is_the_largest_of_every_tile() -> None:
+    """A library holds several levels and picks one at create: it plans for any of them."""
+    for m, n, k in GEMMS:
+        assert sgemm_workspace_bytes(m, n, k) == max(sgemm_workspace_bytes(m, n, k, tile)
+                                                     for tile in (NARROW, WIDE))
+    wider = [c for c in CONVS if conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True)), WIDE)
+             > conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True)), NARROW)]
+    assert wider, "no case where the wide tile needs more"
+    for conv in wider:
+        assert conv2d_workspace_bytes(dict(zip(FIELDS, conv, strict=True))) == \
+            conv2d_workspace_bytes(dict(zip(FIELDS, conv, strict=True)), WIDE)

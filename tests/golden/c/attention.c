@@ -2,8 +2,8 @@
  * Source: attention.onnx (graph 'attention', opset 20)
  * Regions:
  *   r0: 25 node(s), 16 kernel(s): LayerNormalization, MatMul, Add, Split, Reshape, Reshape, ... (19 more)
- * Scratch: 16448 bytes planned for 50560 bytes of intermediates and workspaces.
- * Packed weights: 15360 bytes, packed once per instance at create.
+ * Scratch: 18496 bytes planned for 54656 bytes of intermediates and workspaces.
+ * Packed weights: 18944 bytes, packed once per instance at create.
  * Threads: 1 (BUILDGEN_NUM_THREADS overrides), a pool per instance (bg_threads.h).
  */
 /* sched_getaffinity: the thread pool counts the CPUs this process may use */
@@ -60,7 +60,7 @@ static void k0_layernormalization(
 /* k1_matmul_add
  *   MatMul '/qkv/MatMul': ln[2,8,16], qkv.weight[16,48] -> qkv_mm[2,8,48]
  *   Add '/qkv/Add': qkv_mm[2,8,48], qkv.bias[48] -> qkv[2,8,48]
- *   workspace: 4160 bytes
+ *   workspace: 5184 bytes
  */
 static void k1_matmul_add(
     const void *restrict Bp,
@@ -143,7 +143,7 @@ static void k5_transpose(const float *restrict X, float *restrict Y)
 /* k6_matmul_mul
  *   MatMul '/attn/MatMul': qh[2,2,8,8], kt[2,2,8,8] -> scores[2,2,8,8]
  *   Mul '/attn/Mul': scores[2,2,8,8], scale[] -> scaled[2,2,8,8]
- *   workspace: 1088 bytes
+ *   workspace: 1344 bytes
  */
 static void k6_matmul_mul(
     const float *restrict A,
@@ -177,7 +177,7 @@ static void k7_softmax(const float *restrict X, float *restrict Y)
 
 /* k8_matmul
  *   MatMul '/attn/MatMul_1': probs[2,2,8,8], vh[2,2,8,8] -> ctx[2,2,8,8]
- *   workspace: 1088 bytes
+ *   workspace: 1344 bytes
  */
 static void k8_matmul(
     const float *restrict A,
@@ -210,7 +210,7 @@ static void k9_transpose(const float *restrict X, float *restrict Y)
 /* k10_matmul_add
  *   MatMul '/out/MatMul': ctx2[2,8,16], out.weight[16,16] -> o_mm[2,8,16]
  *   Add '/out/Add': o_mm[2,8,16], out.bias[16] -> o[2,8,16]
- *   workspace: 2624 bytes
+ *   workspace: 3136 bytes
  */
 static void k10_matmul_add(
     const void *restrict Bp,
@@ -269,7 +269,7 @@ static void k13_gelu(const float *restrict X0, float *restrict Y)
 /* k14_matmul_add
  *   MatMul '/fc2/MatMul': g[2,8,64], fc2.weight[64,16] -> f2_mm[2,8,16]
  *   Add '/fc2/Add': f2_mm[2,8,16], fc2.bias[16] -> f2[2,8,16]
- *   workspace: 10304 bytes
+ *   workspace: 12352 bytes
  */
 static void k14_matmul_add(
     const void *restrict Bp,
@@ -296,7 +296,7 @@ static void k15_add(const float *restrict X0, const float *restrict X1, float *r
     }
 }
 
-/* Region r0: 25 node(s), 20 step(s), scratch 16448 bytes
+/* Region r0: 25 node(s), 20 step(s), scratch 18496 bytes
  *   inputs:  x[2,8,16]
  *   outputs: y[2,8,16]
  */
@@ -314,23 +314,23 @@ int BG_EXPORT(attention__c_r0)(bg_env *env, const void *const *in, void *const *
     const float *fc1_bias = (const float *)(env->weights + 8832); /* weight 'fc1.bias' [64] */
     const float *fc2_bias = (const float *)(env->weights + 13184); /* weight 'fc2.bias' [16] */
     float *y = (float *)out[0]; /* output y [2,8,16] */
-    float *ln = (float *)(scratch + 7232); /* ln [2,8,16], 1024 bytes */
-    float *qkv = (float *)(scratch + 4160); /* qkv [2,8,48], 3072 bytes */
+    float *ln = (float *)(scratch + 8256); /* ln [2,8,16], 1024 bytes */
+    float *qkv = (float *)(scratch + 5184); /* qkv [2,8,48], 3072 bytes */
     float *q = (float *)(scratch + 0); /* q [2,8,16], 1024 bytes */
     float *k = (float *)(scratch + 1024); /* k [2,8,16], 1024 bytes */
     float *v = (float *)(scratch + 2048); /* v [2,8,16], 1024 bytes */
     float *qh = (float *)(scratch + 3072); /* qh [2,2,8,8], 1024 bytes */
     float *kt = (float *)(scratch + 4096); /* kt [2,2,8,8], 1024 bytes */
     float *vh = (float *)(scratch + 5120); /* vh [2,2,8,8], 1024 bytes */
-    float *scaled = (float *)(scratch + 1088); /* scaled [2,2,8,8], 1024 bytes */
-    float *probs = (float *)(scratch + 2112); /* probs [2,2,8,8], 1024 bytes */
-    float *ctx = (float *)(scratch + 1088); /* ctx [2,2,8,8], 1024 bytes */
-    float *ctx_t = (float *)(scratch + 2624); /* ctx_t [2,8,2,8], 1024 bytes */
-    float *o = (float *)(scratch + 3648); /* o [2,8,16], 1024 bytes */
-    float *res1 = (float *)(scratch + 14400); /* res1 [2,8,16], 1024 bytes */
+    float *scaled = (float *)(scratch + 1344); /* scaled [2,2,8,8], 1024 bytes */
+    float *probs = (float *)(scratch + 2368); /* probs [2,2,8,8], 1024 bytes */
+    float *ctx = (float *)(scratch + 1344); /* ctx [2,2,8,8], 1024 bytes */
+    float *ctx_t = (float *)(scratch + 3136); /* ctx_t [2,8,2,8], 1024 bytes */
+    float *o = (float *)(scratch + 4160); /* o [2,8,16], 1024 bytes */
+    float *res1 = (float *)(scratch + 16448); /* res1 [2,8,16], 1024 bytes */
     float *f1 = (float *)(scratch + 5696); /* f1 [2,8,64], 4096 bytes */
-    float *g = (float *)(scratch + 10304); /* g [2,8,64], 4096 bytes */
-    float *f2 = (float *)(scratch + 15424); /* f2 [2,8,16], 1024 bytes */
+    float *g = (float *)(scratch + 12352); /* g [2,8,64], 4096 bytes */
+    float *f2 = (float *)(scratch + 17472); /* f2 [2,8,16], 1024 bytes */
     const float *q4 = q; /* view q4 [2,8,2,8] */
     const float *k4 = k; /* view k4 [2,8,2,8] */
     const float *v4 = v; /* view v4 [2,8,2,8] */
@@ -346,42 +346,42 @@ int BG_EXPORT(attention__c_r0)(bg_env *env, const void *const *in, void *const *
     k7_softmax(scaled, probs); /* Softmax '/attn/Softmax' */
     k8_matmul(probs, vh, ctx, scratch + 0, pool); /* MatMul '/attn/MatMul_1' */
     k9_transpose(ctx, ctx_t); /* Transpose '/attn/Transpose' */
-    k10_matmul_add(state + 3072, ctx2, out_bias, o, scratch + 0, pool); /* MatMul '/out/MatMul', Add '/out/Add' */
+    k10_matmul_add(state + 4096, ctx2, out_bias, o, scratch + 0, pool); /* MatMul '/out/MatMul', Add '/out/Add' */
     k11_add(x, o, res1); /* Add '/res1/Add' */
-    k12_matmul_add(state + 4608, res1, fc1_bias, f1, scratch + 0, pool); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
+    k12_matmul_add(state + 6144, res1, fc1_bias, f1, scratch + 0, pool); /* MatMul '/fc1/MatMul', Add '/fc1/Add' */
     k13_gelu(f1, g); /* Gelu '/act/Gelu' */
-    k14_matmul_add(state + 9216, g, fc2_bias, f2, scratch + 0, pool); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
+    k14_matmul_add(state + 10752, g, fc2_bias, f2, scratch + 0, pool); /* MatMul '/fc2/MatMul', Add '/fc2/Add' */
     k15_add(res1, f2, y); /* Add '/res2/Add' */
     return 0;
 }
 
-const size_t BG_EXPORT(attention__c_scratch_bytes) = 16448;
+const size_t BG_EXPORT(attention__c_scratch_bytes) = 18496;
 
 /* Intermediates and workspaces live in env->scratch: create checks that the planned
  * workspaces cover what the kernel library asks for,
  * then starts the instance's thread pool and packs the constant GEMM/conv operands once (env->state). */
 int BG_EXPORT(attention__c_create)(bg_env *env)
 {
-    if (bg_sgemm_workspace_bytes(16, 48, 16) > 4160)
-        return fail(env, "c backend: k1_matmul_add needs more workspace than the 4160 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_packed_b_bytes(48, 16) > 3072)
-        return fail(env, "c backend: k1_matmul_add packs 'qkv.weight' into more than the 3072 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_workspace_bytes(8, 8, 8) > 1088)
-        return fail(env, "c backend: k6_matmul_mul needs more workspace than the 1088 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_workspace_bytes(8, 8, 8) > 1088)
-        return fail(env, "c backend: k8_matmul needs more workspace than the 1088 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_workspace_bytes(16, 16, 16) > 2624)
-        return fail(env, "c backend: k10_matmul_add needs more workspace than the 2624 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_packed_b_bytes(16, 16) > 1536)
-        return fail(env, "c backend: k10_matmul_add packs 'out.weight' into more than the 1536 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_workspace_bytes(16, 48, 16) > 5184)
+        return fail(env, "c backend: k1_matmul_add needs more workspace than the 5184 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(48, 16) > 4096)
+        return fail(env, "c backend: k1_matmul_add packs 'qkv.weight' into more than the 4096 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_workspace_bytes(8, 8, 8) > 1344)
+        return fail(env, "c backend: k6_matmul_mul needs more workspace than the 1344 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_workspace_bytes(8, 8, 8) > 1344)
+        return fail(env, "c backend: k8_matmul needs more workspace than the 1344 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_workspace_bytes(16, 16, 16) > 3136)
+        return fail(env, "c backend: k10_matmul_add needs more workspace than the 3136 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(16, 16) > 2048)
+        return fail(env, "c backend: k10_matmul_add packs 'out.weight' into more than the 2048 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(16, 64, 16) > 5696)
         return fail(env, "c backend: k12_matmul_add needs more workspace than the 5696 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_packed_b_bytes(64, 16) > 4608)
         return fail(env, "c backend: k12_matmul_add packs 'fc1.weight' into more than the 4608 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_workspace_bytes(16, 16, 64) > 10304)
-        return fail(env, "c backend: k14_matmul_add needs more workspace than the 10304 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_sgemm_packed_b_bytes(16, 64) > 6144)
-        return fail(env, "c backend: k14_matmul_add packs 'fc2.weight' into more than the 6144 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_workspace_bytes(16, 16, 64) > 12352)
+        return fail(env, "c backend: k14_matmul_add needs more workspace than the 12352 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_sgemm_packed_b_bytes(16, 64) > 8192)
+        return fail(env, "c backend: k14_matmul_add packs 'fc2.weight' into more than the 8192 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     c_instance *const instance = (c_instance *)calloc(1, sizeof *instance);
     if (instance == NULL)
         return fail(env, "c backend: out of memory for the model instance's state");
@@ -393,24 +393,24 @@ int BG_EXPORT(attention__c_create)(bg_env *env)
         if (threads < 0)
             return fail(env, why);
         if (threads > 1) {
-            instance->pool = bg_threadpool_create(threads, 10304, why, sizeof why);
+            instance->pool = bg_threadpool_create(threads, 12352, why, sizeof why);
             if (instance->pool == NULL)
                 return fail(env, why);
         }
     }
     {
-        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 15360);
+        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 18944);
         if (packed == NULL)
-            return fail(env, "c backend: out of memory for the 15360 bytes of packed weights");
+            return fail(env, "c backend: out of memory for the 18944 bytes of packed weights");
         instance->packed = packed;
         /* k1_matmul_add: qkv.weight -> state + 0 */
         bg_sgemm_pack_b(0, 48, 16, (const float *)(env->weights + 128), 48, packed + 0);
-        /* k10_matmul_add: out.weight -> state + 3072 */
-        bg_sgemm_pack_b(0, 16, 16, (const float *)(env->weights + 3648), 16, packed + 3072);
-        /* k12_matmul_add: fc1.weight -> state + 4608 */
-        bg_sgemm_pack_b(0, 64, 16, (const float *)(env->weights + 4736), 64, packed + 4608);
-        /* k14_matmul_add: fc2.weight -> state + 9216 */
-        bg_sgemm_pack_b(0, 16, 64, (const float *)(env->weights + 9088), 16, packed + 9216);
+        /* k10_matmul_add: out.weight -> state + 4096 */
+        bg_sgemm_pack_b(0, 16, 16, (const float *)(env->weights + 3648), 16, packed + 4096);
+        /* k12_matmul_add: fc1.weight -> state + 6144 */
+        bg_sgemm_pack_b(0, 64, 16, (const float *)(env->weights + 4736), 64, packed + 6144);
+        /* k14_matmul_add: fc2.weight -> state + 10752 */
+        bg_sgemm_pack_b(0, 16, 64, (const float *)(env->weights + 9088), 16, packed + 10752);
     }
     return 0;
 }
