@@ -1,4 +1,5 @@
-"""Single-thread time of bg_conv2d (bg_kernels.h, -O3 -march=x86-64-v3) next to onnxruntime
+"""Single-thread time of bg_conv2d (bg_kernels.h, -O3, at the x86-64 level a `{kind: c}`
+library picks on this CPU, as bench/kernels_gemm.py) next to onnxruntime
 (one thread) on Conv+Relu layers of the small CNNs the `c` backend's product goal names:
 3x3 convolutions with 32..128 channels at 14x14..56x56, 1x1 convolutions, depthwise.
 
@@ -27,9 +28,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels_gemm import LEVEL  # noqa: E402
+
 from buildgen.resources import include_dir  # noqa: E402
 
-FLAGS = ["-std=c11", "-O3", "-march=x86-64-v3", "-fPIC", "-shared", "-fno-math-errno"]
+FLAGS = ["-std=c11", "-O3", f"-march={LEVEL}", "-fPIC", "-shared", "-fno-math-errno"]
 
 BENCH_C = r"""
 #define _GNU_SOURCE
@@ -114,6 +118,11 @@ LAYERS = [
     Layer("128->64 1x1", 128, 32, 64, 1),
     Layer("dw 64 3x3", 64, 56, 64, 3, group=64),
     Layer("dw 128 3x3 s2", 128, 56, 128, 3, stride=2, group=128),
+    # ResNet-50's stem and its 7x7 stage (few pixels, many filters: the transposed form)
+    Layer("stem 3->64 7x7 s2", 3, 224, 64, 7, stride=2),
+    Layer("512->512 3x3", 512, 7, 512, 3),
+    Layer("1024->2048 1x1 s2", 1024, 14, 2048, 1, stride=2),
+    Layer("2048->512 1x1", 2048, 7, 512, 1),
 ]
 
 
@@ -194,6 +203,7 @@ def main() -> int:
     budget = 0.3 if parser.parse_args().quick else 1.0
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
+        print(f"bg_conv2d at {LEVEL}, one thread")
         print(f"{'layer':<16} {'out':>6} {'bg us':>8} {'GFLOP/s':>8} {'ort us':>8} "
               f"{'GFLOP/s':>8} {'bg/ort':>7}")  # fmt: skip
         for layer in LAYERS:

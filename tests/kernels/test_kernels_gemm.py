@@ -155,6 +155,30 @@ def test_epilogue(
     check(kernels_any, m, n, kk, False, True, alpha=0.5, beta=0.5, ep=ep, seed=m + n)
 
 
+@pytest.mark.parametrize("act", [ACTS[1], ACTS[-1]], ids=lambda a: f"act{a[0]}")
+@pytest.mark.parametrize("bias_axis", [0, 1])
+@pytest.mark.parametrize("prepacked", [False, True])
+def test_the_8x32_tile_gives_the_bits_of_the_4x24_one(kernel_builds, bias_axis: int,
+                                                      act: tuple[int, float, float],
+                                                      prepacked: bool) -> None:
+    """x86-64-v4's tile (16-lane accumulators) sums each output's products in the same order
+    over the same K slices as AVX2's: a library's results do not depend on the level the CPU
+    picks. Ragged edges on both sides, several K slices, a rows-only and a general epilogue."""
+    avx2, avx512 = kernel_builds("avx2"), kernel_builds("avx512")
+    rng = np.random.default_rng(11)
+    m, n, kk = 77, 131, 600
+    a = rng.standard_normal((m, kk)).astype(np.float32)
+    b = rng.standard_normal((kk, n)).astype(np.float32)
+    bias = rng.standard_normal(n if bias_axis == 0 else m).astype(np.float32)
+    out = []
+    for kernels in (avx2, avx512):
+        c = np.full((m, n), 0.25, np.float32)
+        kernels.sgemm(False, False, 1.0, a, b, 0.5, c, ep=Epilogue(bias, bias_axis, *act),
+                      prepacked=prepacked)
+        out.append(c)
+    assert out[0].tobytes() == out[1].tobytes()
+
+
 @pytest.mark.parametrize("misalign", [1, 4, 36, 63])
 def test_unaligned_workspace(kernels: Kernels, misalign: int) -> None:
     check(kernels, 23, 31, 45, True, False, misalign=misalign)
