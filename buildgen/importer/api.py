@@ -17,6 +17,7 @@ from buildgen.importer.activations import hard_activations
 from buildgen.importer.affine import fold_affine
 from buildgen.importer.canonical import canonicalize, drop_identities
 from buildgen.importer.convert import GraphSpec, build_graph
+from buildgen.importer.denormals import flush_denormal_weights
 from buildgen.importer.fold import fold
 from buildgen.importer.load import load_onnx
 from buildgen.importer.names import check_names
@@ -88,6 +89,7 @@ def import_model(
     outputs = [o.name for o in onnx_graph.output]
     kept = hard_activations(drop_identities(kept, outputs), constants, outputs)
     kept = fold_affine(kept, constants, inferred, outputs)
+    flush_denormal_weights(constants)
     _check_outputs(
         outputs, {*runtime_inputs, *constants, *(t for n in kept for t in n.output)}, path
     )
