@@ -90,10 +90,11 @@ class Layer:
     k: int
     stride: int = 1
     group: int = 1
+    padding: int | None = None  # None: k // 2 ("same" at stride 1)
 
     @property
     def pad(self) -> int:
-        return self.k // 2
+        return self.k // 2 if self.padding is None else self.padding
 
     @property
     def out(self) -> int:
@@ -123,6 +124,15 @@ LAYERS = [
     Layer("512->512 3x3", 512, 7, 512, 3),
     Layer("1024->2048 1x1 s2", 1024, 14, 2048, 1, stride=2),
     Layer("2048->512 1x1", 2048, 7, 512, 1),
+    # SqueezeNet 1.1's stem (no padding), a fire module's 3x3 expand, its classifier
+    Layer("stem 3->64 3x3 s2", 3, 224, 64, 3, stride=2, padding=0),
+    Layer("16->64 3x3", 16, 55, 64, 3),
+    Layer("64->256 3x3", 64, 13, 256, 3),
+    Layer("512->1000 1x1", 512, 13, 1000, 1),
+    # the cnn example's: small images, where a call's fixed costs show
+    Layer("stem 3->32 3x3 32", 3, 32, 32, 3),
+    Layer("32->32 3x3 16", 32, 16, 32, 3),
+    Layer("32->64 3x3 8", 32, 8, 64, 3),
 ]
 
 
@@ -200,13 +210,16 @@ def measure(dll: ctypes.CDLL, layer: Layer, budget: float) -> tuple[float, float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter timing budget")
-    budget = 0.3 if parser.parse_args().quick else 1.0
+    parser.add_argument("layers", nargs="*", help="only the layers whose names contain one")
+    args = parser.parse_args()
+    budget = 0.3 if args.quick else 1.0
+    chosen = [la for la in LAYERS if not args.layers or any(s in la.name for s in args.layers)]
     with tempfile.TemporaryDirectory() as tmp:
         dll = build(Path(tmp))
         print(f"bg_conv2d at {LEVEL}, one thread")
         print(f"{'layer':<16} {'out':>6} {'bg us':>8} {'GFLOP/s':>8} {'ort us':>8} "
               f"{'GFLOP/s':>8} {'bg/ort':>7}")  # fmt: skip
-        for layer in LAYERS:
+        for layer in chosen:
             t_bg, t_ort = measure(dll, layer, budget)
             g = layer.gflop()
             print(f"{layer.name:<16} {layer.out:>3}x{layer.out:<2} {t_bg * 1e6:>8.1f} "

@@ -55,10 +55,15 @@ static inline void bg__im2col_row(const bg_conv2d_params *p, const float *xc, in
             /* Input of output column o in [a, b): src[(o - a) * sw], inside the image row. */
             const float *src = xc + ih * p->W + iw_off + a * sw;
             if (sw == 1) {
+                bg_v8f v;
                 for (; o + 8 <= b; o += 8) {
-                    bg_v8f v;
                     BG_LOAD8(v, src + (o - a));
                     BG_STORE8(r + (o - ow), v);
+                }
+                if (o < b && b - a >= 8) { /* the tail: one copy ending at b, overlapping */
+                    BG_LOAD8(v, src + (b - 8 - a));
+                    BG_STORE8(r + (b - 8 - ow), v);
+                    o = b;
                 }
             }
             for (; o < b; ++o) r[o - ow] = src[(o - a) * sw];
@@ -67,23 +72,65 @@ static inline void bg__im2col_row(const bg_conv2d_params *p, const float *xc, in
     }
 }
 
-/* B packer over the im2col view of one image-group (s->data points at its first channel):
- * row k = (c, kh, kw), column j = (oh, ow). Each row is built contiguously in `row` (the
- * calling thread's scratch, the packing block's width), then cut into the NR-wide
- * micro-panels with fixed-size copies. */
-static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
-                                     int64_t nc, float *dst, float *row)
+/* dst[0:n) = src[0], src[sw], ... */
+static inline void bg__copy_strided(const float *src, int64_t sw, int64_t n, float *dst)
 {
+    int64_t t = 0;
+    if (sw == 1) {
+        bg_v8f v;
+        for (; t + 8 <= n; t += 8) {
+            BG_LOAD8(v, src + t);
+            BG_STORE8(dst + t, v);
+        }
+        if (t < n && n >= 8) { /* the tail: one copy ending at n, overlapping */
+            BG_LOAD8(v, src + n - 8);
+            BG_STORE8(dst + n - 8, v);
+            return;
+        }
+    }
+#ifdef BG_HAVE_SHUFFLEVECTOR
+    if (sw == 2) /* even lanes of two loads; the second's last lane is past src[2(n-1)]: */
+        for (; t + 9 <= n; t += 8) { /* stop a vector early, reading nothing beyond it */
+            bg_v8f a, b;
+            BG_LOAD8(a, src + 2 * t);
+            BG_LOAD8(b, src + 2 * t + 8);
+            const bg_v8f v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+            BG_STORE8(dst + t, v);
+        }
+#endif
+    for (; t < n; ++t) dst[t] = src[t * sw];
+}
+
+/* B packer over the im2col view of one image-group (s->data points at its first channel)
+ * whose windows all lie inside the image: the GEMM form reads a padded copy where they
+ * would not (bg__conv_im2col_padded). Row k = (c, kh, kw), column j = (oh, ow): each output
+ * row's run of columns is copied straight into the NR-wide micro-panels, cut where a panel
+ * ends. (Built in a scratch row and copied out in wider loads, it stalled on store
+ * forwarding, and per-run bounds checks were most of the work on small images.) */
+static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
+                                     int64_t nc, float *dst, float *scratch)
+{
+    (void)scratch;
     const bg_conv2d_params *p = (const bg_conv2d_params *)s->ctx;
-    const int64_t NR = BG_GEMM_NR, KHW = p->KH * p->KW;
-    const int64_t n_pad = bg__round_up(nc, NR);
-    for (int64_t j = nc; j < n_pad; ++j) row[j] = 0.0f;
+    const int64_t NR = BG_GEMM_NR, KHW = p->KH * p->KW, OW = p->OW, sw = p->stride_w;
+    const int64_t n_pad = bg__round_up(nc, NR), row_step = p->stride_h * p->W;
     for (int64_t k = 0; k < kc; ++k) {
         const int64_t c = (k0 + k) / KHW, r = (k0 + k) % KHW;
-        bg__im2col_row(p, s->data + c * p->H * p->W, r / p->KW, r % p->KW, j0 / p->OW,
-                       j0 % p->OW, nc, row);
-        for (int64_t jp = 0; jp < n_pad; jp += NR)
-            memcpy(dst + jp / NR * kc * NR + k * NR, row + jp, BG_GEMM_NR * sizeof(float));
+        const float *xk =
+            s->data + c * p->H * p->W + r / p->KW * p->dil_h * p->W + r % p->KW * p->dil_w;
+        float *const dk = dst + k * NR; /* row k of the first panel; panels kc * NR apart */
+        int64_t oh = j0 / OW, ow = j0 % OW;
+        for (int64_t j = 0; j < nc; ++oh, ow = 0) {
+            const int64_t run = bg__min64(OW - ow, nc - j);
+            const float *src = xk + oh * row_step + ow * sw;
+            for (int64_t e = 0; e < run;) {
+                const int64_t col = j + e, piece = bg__min64(run - e, NR - col % NR);
+                bg__copy_strided(src + e * sw, sw, piece, dk + col / NR * kc * NR + col % NR);
+                e += piece;
+            }
+            j += run;
+        }
+        for (int64_t j = nc; j < n_pad; ++j) dk[j / NR * kc * NR + j % NR] = 0.0f;
     }
 }
 
@@ -141,31 +188,57 @@ static inline int bg__conv_direct_cl(const bg_conv2d_params *p)
            bg__conv_direct_cl_floats(p) <= 8 * 1024;
 }
 
-/* The pixel form's plan (bg__conv2d_pixel, below). */
+/* The pixel form's plan (bg__conv2d_pixel, below). Its filter vectors are as wide as the
+ * GEMM's (16 lanes at x86-64-v4, else 8), up to four a pixel. */
+#if BG_GEMM_VW == 16
+#define BG__PIX_VW 16
+typedef bg__v16f bg__pixv;
+typedef float bg__pixv_u __attribute__((vector_size(64), aligned(4)));
+#define BG__PIX_LOAD BG__LOAD16 /* (into a scalar: not an element of an array, see below) */
+#define BG__PIX_STORE BG__STORE16
+#define BG__PIX_SPLAT BG__SPLAT16
+#define BG__PIX_FMA BG__FMA16
+#else
+#define BG__PIX_VW 8
+typedef bg_v8f bg__pixv;
+typedef float bg__pixv_u __attribute__((vector_size(32), aligned(4)));
+#define BG__PIX_LOAD BG_LOAD8
+#define BG__PIX_STORE BG_STORE8
+#define BG__PIX_SPLAT BG_SPLAT8
+#define BG__PIX_FMA BG_FMA8
+#endif
+/* A filter vector read as a value: BG_LOAD8's memcpy into an array of them was copied
+ * through the stack in 16-byte pieces and read back whole (a store-forwarding stall). */
+#define BG__PIX_GET(src) ((bg__pixv)*(const bg__pixv_u *)(src))
 #define BG__CONV_PIXEL_MAX_C 4
-#define BG__CONV_PIXEL_MAX_M 32
-#define BG__CONV_PIXEL_ROW 64 /* pixels a tile of results holds */
+#define BG__CONV_PIXEL_MAX_M (4 * BG__PIX_VW)
+/* Past 32 filters, only from 64 taps a pixel: with fewer, a tile's fixed costs (zeroing,
+ * epilogue, copy-out) outweigh its multiply-adds, and 3 -> 64 at 3x3 (SqueezeNet's stem)
+ * ran 1.05-1.2x the shifted form's time at 16 lanes, where ResNet-50's 7x7 one ran 0.9. */
+#define BG__CONV_PIXEL_WIDE_MIN_K 64
+#define BG__CONV_PIXEL_TILE 512 /* pixels a tile of results holds */
 /* Strided only: at stride 1 the shifted form reads the image in place as well, and was
  * faster (3 -> 32 channels at 32x32: 1.16x; one channel into 8 filters: 1.67x). Against the
  * GEMM forms, 1 thread / 2 threads: MobileNetV2's 3 -> 16 stem at 96x96 0.84 / 0.54,
  * 3 -> 16 at 224x224 0.85 / 0.62, YOLOv8n's at 640x640 0.68 / 0.58, EfficientNet-B0's
- * 3 -> 32 at 224x224 0.87-1.0 / 0.61. */
+ * 3 -> 32 at 224x224 0.87-1.0 / 0.61 (8 lanes); 3 -> 32 at 224x224 at 16 lanes 0.5-0.65. */
 static inline int bg__conv_pixel_plan(const bg_conv2d_params *p)
 {
-    return p->group == 1 && p->C <= BG__CONV_PIXEL_MAX_C && p->M <= BG__CONV_PIXEL_MAX_M &&
-           p->OW >= 8 && p->KH * p->KW > 1 && (p->stride_h > 1 || p->stride_w > 1) &&
-           !bg__conv_is_direct(p);
+    const int filters = p->M <= 32 || (p->M <= BG__CONV_PIXEL_MAX_M &&
+                                       p->C * p->KH * p->KW >= BG__CONV_PIXEL_WIDE_MIN_K);
+    return p->group == 1 && p->C <= BG__CONV_PIXEL_MAX_C && filters && p->OW >= 8 &&
+           p->KH * p->KW > 1 && (p->stride_h > 1 || p->stride_w > 1) && !bg__conv_is_direct(p);
 }
 
 static inline int64_t bg__conv_pixel_filter_floats(const bg_conv2d_params *p)
 {
-    return p->C * p->KH * p->KW * bg__round_up(p->M, 8);
+    return p->C * p->KH * p->KW * bg__round_up(p->M, BG__PIX_VW);
 }
 
 /* Its workspace: a tile of results, then (filters not packed at create) the packed filters. */
 static inline int64_t bg__conv_pixel_floats(const bg_conv2d_params *p)
 {
-    return BG__CONV_PIXEL_ROW * bg__round_up(p->M, 8) + bg__conv_pixel_filter_floats(p);
+    return BG__CONV_PIXEL_TILE * bg__round_up(p->M, BG__PIX_VW) + bg__conv_pixel_filter_floats(p);
 }
 
 /* ---- The transposed form: few output pixels, many filters ----
@@ -270,6 +343,28 @@ static inline int64_t bg__conv_transposed_floats(const bg_conv2d_params *p)
            ((int64_t)bg_sgemm_workspace_bytes(N, Mg, K) + 3) / 4;
 }
 
+/* ---- The packed form over a zero-padded copy of the image ----
+ * Where the windows reach into the padding, an im2col row of a small image is mostly edge
+ * cases: each output row's run of OW values is cut into zeros and a short copy, and on an
+ * 8x8 image with 3x3 taps the packing took more than half the layer's time. Over a
+ * padded copy (hp x wp, what the windows cover) every run is one plain copy. The copy
+ * costs Cg*hp*wp floats of workspace, after the GEMM's packing space and the scratch row.
+ * bg__pack_b_im2col relies on it: the windows it reads lie inside its image. */
+static inline int bg__conv_im2col_padded(const bg_conv2d_params *p, int64_t *hp, int64_t *wp)
+{
+    return bg__conv_direct_copy(p, hp, wp);
+}
+
+/* Floats of the packed form's workspace before the padded copy. */
+static inline int64_t bg__conv_packed_floats(const bg_conv2d_params *p)
+{
+    const int64_t Mg = p->M / p->group, Ng = p->OH * p->OW;
+    const int64_t Kg = p->C / p->group * p->KH * p->KW;
+    return bg__round_up((int64_t)(bg_sgemm_workspace_bytes(Mg, Ng, Kg) / sizeof(float)) +
+                            bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR),
+                        16);
+}
+
 BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
 {
     const int64_t Cg = p->C / p->group, Mg = p->M / p->group;
@@ -280,10 +375,13 @@ BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
         if (!bg__conv_direct_copy(p, &hp, &wp)) return 0;
         return (size_t)(hp * wp) * sizeof(float) + 64;
     }
-    /* GEMM packing space, then the im2col scratch row. */
+    /* GEMM packing space, then the im2col scratch row (then the padded copy). */
     const int64_t Ng = p->OH * p->OW;
+    int64_t hp, wp;
     size_t bytes = bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
                    (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
+    if (bg__conv_im2col_padded(p, &hp, &wp))
+        bytes = (size_t)(bg__conv_packed_floats(p) + Cg * hp * wp) * sizeof(float) + 64;
     bg__conv_shift s;
     if (bg__conv_transposed_plan(p)) {
         const size_t transposed = (size_t)bg__conv_transposed_floats(p) * sizeof(float) + 64;
@@ -891,6 +989,25 @@ static void bg__conv2d_transposed(const bg_conv2d_params *p, const float *xg, co
                 &copy, NULL);
 }
 
+/* The packed form's padded copy (bg__conv_im2col_padded), in chunks of channels the
+ * pool's threads share. */
+typedef struct bg__pad_copy {
+    const bg_conv2d_params *p;
+    const float *xg;
+    float *image;
+    int64_t hp, wp, per_task;
+} bg__pad_copy;
+
+static void bg__pad_task(const void *ctx, int64_t task, void *ws)
+{
+    (void)ws;
+    const bg__pad_copy *t = (const bg__pad_copy *)ctx;
+    const int64_t last = bg__min64((task + 1) * t->per_task, t->p->C / t->p->group);
+    for (int64_t c = task * t->per_task; c < last; ++c)
+        bg__pad_plane(t->p, t->xg + c * t->p->H * t->p->W, t->hp, t->wp,
+                      t->image + c * t->hp * t->wp);
+}
+
 /* The GEMM of image n, group g (task n * group + g) of a convolution's GEMM form. */
 typedef struct bg__conv_gemm {
     const bg_conv2d_params *p;
@@ -935,9 +1052,20 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
                  c->pool);
         return;
     }
+    /* The image im2col reads: the input, or its padded copy with a view of no padding. */
+    bg_conv2d_params view = *p;
+    int64_t hp, wp;
+    if (!bg__conv_is_pointwise(p) && bg__conv_im2col_padded(p, &hp, &wp)) {
+        float *const padded = bg__align64(workspace) + bg__conv_packed_floats(p);
+        bg__pad_copy copy = {p, xg, padded, hp, wp, bg__copy_per_task(Cg, hp * wp, c->pool)};
+        bg_parallel(c->pool, (Cg + copy.per_task - 1) / copy.per_task, bg__pad_task, &copy,
+                    NULL);
+        view.H = hp, view.W = wp, view.pad_top = view.pad_left = 0;
+        xg = padded;
+    }
     const bg__bsrc src = bg__conv_is_pointwise(p)
                              ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL, 1}
-                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, p, NULL, 0};
+                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, &view, NULL, 0};
     const bg__gemm gemm = {Mg, Ng, Kg, 1.0f, 0.0f, 0, wg, Kg, pg, &src, yg, Ng, &epg};
     bg__gemm_run(&gemm, bg__align64(workspace), c->pool);
 }
@@ -962,25 +1090,48 @@ static void bg__conv2d_gemm(const bg_conv2d_params *p, const float *X, const flo
  * input value broadcast into MV filter vectors for P pixels at once, read in place, the
  * image's edges by bounds checks on the blocks that cross them. A row of results
  * (pixel-major) goes into Y through 8x8 transposes. Each output sums its taps in (c, kh, kw)
- * order, skipping those in the padding, on any number of threads. */
-/* Filters [M][C*KH*KW] -> [C*KH*KW][M rounded up to 8], zero filters past M. */
+ * order, skipping those in the padding, on any number of threads: the same bits at either
+ * vector width. */
+/* Filters [M][C*KH*KW] -> [C*KH*KW][M rounded up to BG__PIX_VW], zero filters past M. */
 static void bg__conv_pixel_pack(const bg_conv2d_params *p, const float *Wt, float *dst)
 {
-    const int64_t K = p->C * p->KH * p->KW, Mp = bg__round_up(p->M, 8);
+    const int64_t K = p->C * p->KH * p->KW, Mp = bg__round_up(p->M, BG__PIX_VW);
     for (int64_t k = 0; k < K; ++k)
         for (int64_t m = 0; m < Mp; ++m) dst[k * Mp + m] = m < p->M ? Wt[m * K + k] : 0.0f;
+}
+
+/* The epilogue's activation on one filter vector (bg__act8's, on each 8 lanes). */
+static inline void bg__pixel_act(bg__pixv *v, const bg_epilogue *ep)
+{
+#if BG__PIX_VW == 16 && defined(BG_HAVE_SHUFFLEVECTOR)
+    /* In registers: halves through memory were stored in two and read back in one (a
+     * store-forwarding stall at every result). */
+    bg_v8f lo = BG__SHUF(*v, *v, 0, 1, 2, 3, 4, 5, 6, 7);
+    bg_v8f hi = BG__SHUF(*v, *v, 8, 9, 10, 11, 12, 13, 14, 15);
+    bg__act8(&lo, ep);
+    bg__act8(&hi, ep);
+    *v = BG__SHUF(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#elif BG__PIX_VW == 16
+    bg_v8f half[2];
+    memcpy(half, v, sizeof half);
+    bg__act8(&half[0], ep);
+    bg__act8(&half[1], ep);
+    memcpy(v, half, sizeof half);
+#else
+    bg__act8(v, ep);
+#endif
 }
 
 /* P pixels from (oh, ow) x MV filter vectors: acc, then the epilogue, into tile[j][Mp]. */
 __attribute__((always_inline)) static inline void
 bg__conv_pixel_tile(const bg_conv2d_params *p, const float *x, const float *wp, int64_t oh,
                     int64_t ow, int MV, int P, int edge, const bg_epilogue *ep,
-                    const bg_v8f *affine, float *tile)
+                    const bg__pixv *affine, float *tile)
 {
-    const int64_t Mp = 8 * MV, sh = p->stride_h, sw = p->stride_w;
-    bg_v8f acc[4][6];
+    const int64_t Mp = BG__PIX_VW * MV, sh = p->stride_h, sw = p->stride_w;
+    bg__pixv acc[4][12];
     for (int v = 0; v < MV; ++v)
-        for (int j = 0; j < P; ++j) acc[v][j] = BG_SPLAT8(0.0f);
+        for (int j = 0; j < P; ++j) acc[v][j] = BG__PIX_SPLAT(0.0f);
     for (int64_t c = 0; c < p->C; ++c)
         for (int64_t kh = 0; kh < p->KH; ++kh) {
             const int64_t ih = oh * sh - p->pad_top + kh * p->dil_h;
@@ -988,54 +1139,69 @@ bg__conv_pixel_tile(const bg_conv2d_params *p, const float *x, const float *wp, 
             const float *xr = x + (c * p->H + ih) * p->W;
             const float *wk = wp + (c * p->KH + kh) * p->KW * Mp;
             for (int64_t kw = 0; kw < p->KW; ++kw, wk += Mp) {
-                bg_v8f w[4];
-                for (int v = 0; v < MV; ++v) BG_LOAD8(w[v], wk + 8 * v);
+                bg__pixv w[4];
+                for (int v = 0; v < MV; ++v) w[v] = BG__PIX_GET(wk + BG__PIX_VW * v);
                 const int64_t iw0 = ow * sw - p->pad_left + kw * p->dil_w;
                 for (int j = 0; j < P; ++j) {
                     const int64_t iw = iw0 + j * sw;
                     if (edge && (iw < 0 || iw >= p->W)) continue;
-                    const bg_v8f xv = BG_SPLAT8(xr[iw]);
-                    for (int v = 0; v < MV; ++v) acc[v][j] = BG_FMA8(w[v], xv, acc[v][j]);
+                    const bg__pixv xv = BG__PIX_SPLAT(xr[iw]);
+                    for (int v = 0; v < MV; ++v) acc[v][j] = BG__PIX_FMA(w[v], xv, acc[v][j]);
                 }
             }
         }
     for (int v = 0; v < MV; ++v)
         for (int j = 0; j < P; ++j) {
-            bg_v8f a = acc[v][j];
+            bg__pixv a = acc[v][j];
             if (ep) { /* bg__epilogue_row's operations, in its order */
                 if (ep->scale) a *= affine[2 * v];
                 a += affine[2 * v + 1];
-                bg__act8(&a, ep);
+                bg__pixel_act(&a, ep);
             }
-            BG_STORE8(tile + j * Mp + 8 * v, a);
+            BG__PIX_STORE(tile + j * Mp + BG__PIX_VW * v, a);
         }
 }
 
-/* Output pixels [ow0, ow1) of row oh (at most BG__CONV_PIXEL_ROW) into tile, P at a time. */
+/* Output pixels [ow0, ow1) of row oh into tile, P at a time;
+ * a last P ending at ow1 overlaps the one before (recomputing a few pixels, the same bits)
+ * rather than running pixel by pixel. */
 #define BG__CONV_PIXEL_ROWS(MV, P)                                                                 \
     __attribute__((noinline)) static void bg__conv_pixel_row_##MV(                                 \
         const bg_conv2d_params *p, const float *x, const float *wp, int64_t oh, int64_t ow0,      \
-        int64_t ow1, int64_t lo, int64_t hi, const bg_epilogue *ep, const bg_v8f *affine,         \
+        int64_t ow1, int64_t lo, int64_t hi, const bg_epilogue *ep, const bg__pixv *affine,       \
         float *tile)                                                                               \
     {                                                                                              \
         int64_t ow = ow0;                                                                          \
-        for (; ow + (P) <= ow1; ow += (P)) {                                                       \
+        for (int last = 0; !last && ow1 - ow0 >= (P); ow += (P)) {                                 \
+            if (ow + (P) >= ow1) ow = ow1 - (P), last = 1;                                         \
             if (ow >= lo && ow + (P) <= hi)                                                        \
                 bg__conv_pixel_tile(p, x, wp, oh, ow, MV, P, 0, ep, affine,                        \
-                                    tile + (ow - ow0) * 8 * (MV));                                 \
+                                    tile + (ow - ow0) * BG__PIX_VW * (MV));                        \
             else                                                                                   \
                 bg__conv_pixel_tile(p, x, wp, oh, ow, MV, P, 1, ep, affine,                        \
-                                    tile + (ow - ow0) * 8 * (MV));                                 \
+                                    tile + (ow - ow0) * BG__PIX_VW * (MV));                        \
         }                                                                                          \
         for (; ow < ow1; ++ow)                                                                     \
             bg__conv_pixel_tile(p, x, wp, oh, ow, MV, 1, 1, ep, affine,                            \
-                                tile + (ow - ow0) * 8 * (MV));                                     \
+                                tile + (ow - ow0) * BG__PIX_VW * (MV));                            \
     }
+/* Accumulators: 24 of the 32 registers at 16 lanes, 12 of the 16 at 8 (with the filter
+ * vectors and a broadcast beside them). */
+#if BG__PIX_VW == 16
+BG__CONV_PIXEL_ROWS(1, 12)
+BG__CONV_PIXEL_ROWS(2, 12)
+BG__CONV_PIXEL_ROWS(3, 8)
+BG__CONV_PIXEL_ROWS(4, 6)
+#else
 BG__CONV_PIXEL_ROWS(1, 6)
 BG__CONV_PIXEL_ROWS(2, 6)
 BG__CONV_PIXEL_ROWS(3, 4)
 BG__CONV_PIXEL_ROWS(4, 3)
+#endif
 #undef BG__CONV_PIXEL_ROWS
+typedef void (*bg__conv_pixel_row_fn)(const bg_conv2d_params *, const float *, const float *,
+                                      int64_t, int64_t, int64_t, int64_t, int64_t,
+                                      const bg_epilogue *, const bg__pixv *, float *);
 
 typedef struct bg__conv_pixel {
     const bg_conv2d_params *p;
@@ -1051,21 +1217,22 @@ static void bg__conv_pixel_task(const void *ctx, int64_t task, void *workspace)
     const bg_conv2d_params *p = t->p;
     const int64_t bands = (p->OH + t->rows - 1) / t->rows, n = task / bands;
     const int64_t oh0 = task % bands * t->rows, oh1 = bg__min64(oh0 + t->rows, p->OH);
-    const int64_t MV = (p->M + 7) / 8, Mp = 8 * MV, OHW = p->OH * p->OW;
+    const int64_t MV = (p->M + BG__PIX_VW - 1) / BG__PIX_VW, Mp = BG__PIX_VW * MV;
+    const int64_t OHW = p->OH * p->OW;
     const float *x = t->X + n * p->C * p->H * p->W;
     const bg_epilogue *ep = bg__epilogue_active(t->ep) ? t->ep : NULL;
     float *const tile = bg__align64(workspace);
     /* Each filter vector's scale and bias (1 and 0 past M: those results are never read). */
-    bg_v8f affine[2 * (BG__CONV_PIXEL_MAX_M / 8)];
+    bg__pixv affine[2 * (BG__CONV_PIXEL_MAX_M / BG__PIX_VW)];
     for (int64_t v = 0; v < MV; ++v) {
-        float scale[8], bias[8];
-        for (int64_t l = 0; l < 8; ++l) {
-            const int64_t m = 8 * v + l;
+        float scale[BG__PIX_VW], bias[BG__PIX_VW];
+        for (int64_t l = 0; l < BG__PIX_VW; ++l) {
+            const int64_t m = BG__PIX_VW * v + l;
             scale[l] = m < p->M && ep && ep->scale ? ep->scale[m] : 1.0f;
             bias[l] = m < p->M && ep && ep->bias ? ep->bias[m] : 0.0f;
         }
-        BG_LOAD8(affine[2 * v], scale);
-        BG_LOAD8(affine[2 * v + 1], bias);
+        BG__PIX_LOAD(affine[2 * v], scale);
+        BG__PIX_LOAD(affine[2 * v + 1], bias);
     }
     /* Pixels [lo, hi) of a row have every tap inside the image's columns. */
     int64_t lo, hi, lo_last, hi_last;
@@ -1074,18 +1241,26 @@ static void bg__conv_pixel_task(const void *ctx, int64_t task, void *workspace)
                     &hi_last);
     lo = bg__max64(lo, lo_last);
     hi = bg__min64(hi, hi_last);
-    for (int64_t oh = oh0; oh < oh1; ++oh)
-        for (int64_t ow0 = 0; ow0 < p->OW; ow0 += BG__CONV_PIXEL_ROW) {
-            const int64_t ow1 = bg__min64(ow0 + BG__CONV_PIXEL_ROW, p->OW);
-            switch (MV) {
-            case 1: bg__conv_pixel_row_1(p, x, t->wp, oh, ow0, ow1, lo, hi, ep, affine, tile); break;
-            case 2: bg__conv_pixel_row_2(p, x, t->wp, oh, ow0, ow1, lo, hi, ep, affine, tile); break;
-            case 3: bg__conv_pixel_row_3(p, x, t->wp, oh, ow0, ow1, lo, hi, ep, affine, tile); break;
-            default: bg__conv_pixel_row_4(p, x, t->wp, oh, ow0, ow1, lo, hi, ep, affine, tile); break;
-            }
-            /* tile[pixel][Mp] -> Y[m][oh][ow0 + pixel] */
-            float *y = t->Y + n * p->M * OHW + oh * p->OW + ow0;
-            const int64_t count = ow1 - ow0;
+    /* The tile holds whole output rows (segments of a row wider than the tile), so that its
+     * pixels are one run of each output plane: each plane is then written BG__CONV_PIXEL_TILE
+     * values at a time, not a row's 64 (with 64 filters, 64 short runs at once defeated the
+     * cache's stream prefetch: the copy-out took as long as the multiply-adds). */
+    const bg__conv_pixel_row_fn row = MV == 1   ? bg__conv_pixel_row_1
+                                      : MV == 2 ? bg__conv_pixel_row_2
+                                      : MV == 3 ? bg__conv_pixel_row_3
+                                                : bg__conv_pixel_row_4;
+    const int64_t OW = p->OW, seg = bg__min64(OW, BG__CONV_PIXEL_TILE);
+    const int64_t rows_per_tile = OW <= BG__CONV_PIXEL_TILE ? BG__CONV_PIXEL_TILE / OW : 1;
+    for (int64_t oh = oh0; oh < oh1; oh += rows_per_tile)
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += seg) {
+            const int64_t ow1 = bg__min64(ow0 + seg, OW);
+            const int64_t rows = bg__min64(rows_per_tile, oh1 - oh);
+            for (int64_t r = 0; r < rows; ++r)
+                row(p, x, t->wp, oh + r, ow0, ow1, lo, hi, ep, affine,
+                    tile + r * (ow1 - ow0) * Mp);
+            /* tile[pixel][Mp] -> Y[m][oh][ow0 + pixel], pixels running on into later rows */
+            float *y = t->Y + n * p->M * OHW + oh * OW + ow0;
+            const int64_t count = rows * (ow1 - ow0);
             for (int64_t m0 = 0; m0 < p->M; m0 += 8) {
                 const int64_t lanes = bg__min64(8, p->M - m0);
                 int64_t i = 0;
@@ -1119,7 +1294,7 @@ BG_API void bg_conv2d(const bg_conv2d_params *p, const float *X, const float *Wt
     if (bg__conv_is_direct(p)) {
         bg__conv2d_direct(p, X, Wt, ep, Y, workspace, pool);
     } else if (bg__conv_pixel_plan(p)) { /* the filters packed here, at the workspace's end */
-        float *wp = bg__align64(workspace) + BG__CONV_PIXEL_ROW * bg__round_up(p->M, 8);
+        float *wp = bg__align64(workspace) + BG__CONV_PIXEL_TILE * bg__round_up(p->M, BG__PIX_VW);
         bg__conv_pixel_pack(p, Wt, wp);
         bg__conv2d_pixel(p, X, wp, ep, Y, workspace, pool);
     } else {

@@ -14,6 +14,7 @@ from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, con
 from conftest import Epilogue, Kernels
 
 from buildgen.backends.c.workspace import (
+    WIDE,
     conv2d_is_channels_last,
     conv2d_is_direct,
     conv2d_is_pixel,
@@ -125,7 +126,8 @@ CASES = {
                                     pads=(1, 1, 1, 1)),
     # Strided stems, pixel by pixel with filters as vectors: 1 to 4 filter vectors, a last
     # vector of 4 and of 1 filters, TF-style and symmetric pads, 7x7, dilation, a batch,
-    # rows crossing a 64-pixel tile, stride 2 x 1.
+    # tiles of several rows, rows longer than a 512-pixel tile, stride 2 x 1; 48 and 64
+    # filters (the pixel form at 16 lanes, GEMM forms at 8).
     "pixel_stem_3x3": Conv(1, 3, 33, 35, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
                            act=ACT_CLIP),
     "pixel_stem_tf_pads": Conv(2, 3, 24, 24, 12, (3, 3), stride=(2, 2), pads=(0, 0, 1, 1),
@@ -135,6 +137,11 @@ CASES = {
                             pads=(1, 4, 1, 4), act=ACT_TANH),
     "pixel_stem_2x1": Conv(1, 2, 12, 20, 8, (3, 3), stride=(2, 1), pads=(1, 1, 1, 1),
                            bias=False),
+    "pixel_stem_long_rows": Conv(1, 3, 5, 1100, 8, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+    "pixel_stem_48_filters": Conv(1, 3, 30, 44, 48, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3),
+                                  act=ACT_RELU),
+    "pixel_stem_64_filters": Conv(1, 3, 50, 70, 64, (5, 5), stride=(2, 2), pads=(2, 2, 2, 2),
+                                  act=ACT_TANH),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
     # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
@@ -274,11 +281,20 @@ def test_small_depthwise_planes_run_channels_last() -> None:
 
 
 def test_strided_stems_run_pixel_by_pixel() -> None:
-    """Up to 4 input channels into up to 32 filters, strided, take the pixel form; at stride
-    1 (the shifted form reads the image in place too), from 64 filters, from 5 channels, and
-    one channel into few filters (depthwise-like: the direct form) they do not."""
-    assert all(conv2d_is_pixel(_fields(case)) for name, case in CASES.items()
+    """Up to 4 input channels into up to 32 filters (64 at 16 lanes, given 64 taps),
+    strided, take the pixel form; at stride 1 (the shifted form reads the image in place
+    too), from 33 filters at 8 lanes, from 5 channels, and one channel into few filters
+    (depthwise-like: the direct form) they do not."""
+    wide = ("pixel_stem_48_filters", "pixel_stem_64_filters")
+    assert all(conv2d_is_pixel(_fields(case), WIDE) for name, case in CASES.items()
                if name.startswith("pixel"))
+    assert all(conv2d_is_pixel(_fields(case)) for name, case in CASES.items()
+               if name.startswith("pixel") and name not in wide)
+    assert not any(conv2d_is_pixel(_fields(CASES[name])) for name in wide)
+    # past 32 filters at 16 lanes, only with 64 taps a pixel or more
+    assert conv2d_is_pixel(_fields(Conv(1, 3, 224, 224, 64, (7, 7), stride=(2, 2),
+                                        pads=(3, 3, 3, 3))), WIDE)
+    assert not conv2d_is_pixel(_fields(Conv(1, 3, 224, 224, 64, (3, 3), stride=(2, 2))), WIDE)
     keeps = [Conv(1, 3, 32, 32, 32, (3, 3), pads=(1, 1, 1, 1)),
              Conv(1, 3, 224, 224, 64, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3)),
              Conv(1, 5, 32, 32, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),

@@ -18,17 +18,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Tile:
-    """The GEMM micro-kernel's tile (bg_gemm.h BG_GEMM_MR x BG_GEMM_NR)."""
+    """The GEMM micro-kernel's tile (bg_gemm.h BG_GEMM_MR x BG_GEMM_NR) and its vectors'
+    lanes (BG_GEMM_VW, which the convolution's pixel form uses too)."""
 
     mr: int
     nr: int
+    lanes: int
 
 
 # The tile of the 8- and 4-lane levels, and of x86-64-v4 (16 lanes). A library holds the
 # code of several levels and picks one at create, so the sizes planned here are the largest
 # any of them asks for; the predicates (which form a convolution takes) take the tile.
-NARROW = Tile(4, 24)
-WIDE = Tile(8, 32)
+NARROW = Tile(4, 24, 8)
+WIDE = Tile(8, 32, 16)
 TILES = (NARROW, WIDE)
 # bg_gemm.h blocking constants
 _KC, _MC, _NC = 256, 128, 3072
@@ -38,6 +40,9 @@ _CONV_BAND_FLOATS = 48 * 1024
 _CONV_DIRECT_MAX_MG = 8
 # bg_conv.h: the largest K of a strided convolution in the shifted form
 _CONV_STRIDED_MAX_K = 288
+# bg_conv.h: the pixel form's tile of results (pixels), and its least K past 32 filters
+_CONV_PIXEL_TILE = 512
+_CONV_PIXEL_WIDE_MIN_K = 64
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -89,6 +94,13 @@ def _window_extent(p: Mapping[str, int]) -> tuple[int, int]:
     return hp, wp
 
 
+def _reads_padded_copy(p: Mapping[str, int]) -> bool:
+    """bg__conv_direct_copy: the windows reach outside the image, so the direct and the
+    packed forms read a zero-padded copy of it."""
+    hp, wp = _window_extent(p)
+    return p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
+
+
 def _channels_last_floats(p: Mapping[str, int]) -> int:
     hp, wp = _window_extent(p)
     hc, wc = max(hp, p["pad_top"] + p["H"]), max(wp, p["pad_left"] + p["W"])
@@ -102,22 +114,25 @@ def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
             and _channels_last_floats(p) <= 8 * 1024)
 
 
-def conv2d_is_pixel(p: Mapping[str, int]) -> bool:
-    """bg__conv_pixel_plan: a strided convolution of up to 4 input channels into up to 32
-    filters (a network's stem) runs pixel by pixel, filters as vectors, the image in place."""
-    return (p["group"] == 1 and p["C"] <= 4 and p["M"] <= 32 and p["OW"] >= 8
+def conv2d_is_pixel(p: Mapping[str, int], tile: Tile = NARROW) -> bool:
+    """bg__conv_pixel_plan: a strided convolution of up to 4 input channels into up to four
+    vectors of filters (32 at 8 lanes; at 16, 64 given 64 taps a pixel: a network's stem)
+    runs pixel by pixel, filters as vectors, the image in place."""
+    taps = p["C"] * p["KH"] * p["KW"]
+    filters = p["M"] <= 32 or (p["M"] <= 4 * tile.lanes and taps >= _CONV_PIXEL_WIDE_MIN_K)
+    return (p["group"] == 1 and p["C"] <= 4 and filters and p["OW"] >= 8
             and p["KH"] * p["KW"] > 1 and (p["stride_h"] > 1 or p["stride_w"] > 1)
             and not conv2d_is_direct(p))
 
 
-def _pixel_filter_bytes(p: Mapping[str, int]) -> int:
-    return p["C"] * p["KH"] * p["KW"] * _round_up(p["M"], 8) * 4
+def _pixel_filter_bytes(p: Mapping[str, int], tile: Tile) -> int:
+    return p["C"] * p["KH"] * p["KW"] * _round_up(p["M"], tile.lanes) * 4
 
 
 def conv2d_is_transposed(p: Mapping[str, int], tile: Tile = NARROW) -> bool:
     """bg__conv_transposed_plan: few output pixels and many filters compute Y^T, the pixels
     on the GEMM tile's MR-row side (an eighth fewer padded lanes, at least)."""
-    if conv2d_is_direct(p) or conv2d_is_pixel(p):
+    if conv2d_is_direct(p) or conv2d_is_pixel(p, tile):
         return False
     mg, n = p["M"] // p["group"], p["OH"] * p["OW"]
     lanes = _round_up(n, tile.nr) * _round_up(mg, tile.mr)
@@ -137,8 +152,8 @@ def conv2d_packed_bytes(p: Mapping[str, int], tile: Tile | None = None) -> int:
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     if conv2d_is_direct(p):
         return 0
-    if conv2d_is_pixel(p):
-        return _pixel_filter_bytes(p)
+    if conv2d_is_pixel(p, tile):
+        return _pixel_filter_bytes(p, tile)
     if conv2d_is_transposed(p, tile):
         return p["group"] * sgemm_packed_b_bytes(mg, cg * p["KH"] * p["KW"], tile)
     return p["group"] * sgemm_packed_a_bytes(mg, cg * p["KH"] * p["KW"], tile)
@@ -149,22 +164,26 @@ def conv2d_workspace_bytes(p: Mapping[str, int], tile: Tile | None = None) -> in
     if tile is None:
         return _largest(conv2d_workspace_bytes, p)
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
-    if conv2d_is_pixel(p):
-        # a tile of 64 pixels' results, then the filters packed (without create's packing)
-        return 64 * _round_up(p["M"], 8) * 4 + _pixel_filter_bytes(p) + 64
+    if conv2d_is_pixel(p, tile):
+        # a tile of 512 pixels' results, then the filters packed (without create's packing)
+        results = _CONV_PIXEL_TILE * _round_up(p["M"], tile.lanes) * 4
+        return results + _pixel_filter_bytes(p, tile) + 64
     if conv2d_is_direct(p):
         # depthwise: a direct loop, reading each plane through a zero-padded copy when the
         # windows reach outside the image; narrow planes 8 channels at a time, channels last
         if conv2d_is_channels_last(p):
             return _channels_last_floats(p) * 4 + 64
         hp, wp = _window_extent(p)
-        padded = p["pad_top"] > 0 or p["pad_left"] > 0 or hp > p["H"] or wp > p["W"]
-        return hp * wp * 4 + 64 if padded else 0
-    # GEMM packing space, then one im2col row of NC-blocked output columns
+        return hp * wp * 4 + 64 if _reads_padded_copy(p) else 0
+    # GEMM packing space, then one im2col row of NC-blocked output columns, then (windows
+    # reaching into the padding) the padded copy of the image that im2col reads
     columns = p["OH"] * p["OW"]
     im2col_row = _round_up(min(columns, _NC), tile.nr) * 4
     k = cg * p["KH"] * p["KW"]
     packed_form = sgemm_workspace_bytes(mg, columns, k, tile) + im2col_row
+    if _reads_padded_copy(p):
+        hp, wp = _window_extent(p)
+        packed_form = (_round_up(packed_form // 4, 16) + cg * hp * wp) * 4 + 64
     if conv2d_is_transposed(p, tile):
         # the im2col matrix (none for 1x1), Y^T, then the GEMM's own workspace
         im2col = 0 if _conv2d_is_pointwise(p) else _round_up(k * columns, 16)
@@ -180,7 +199,8 @@ def conv2d_shifted_bytes(p: Mapping[str, int], tile: Tile = NARROW) -> int:
     rows (0 when the packed form is the one chosen)."""
     cg, mg = p["C"] // p["group"], p["M"] // p["group"]
     taps, oh, ow, sh, sw = p["KH"] * p["KW"], p["OH"], p["OW"], p["stride_h"], p["stride_w"]
-    if taps == 1 or conv2d_is_direct(p) or conv2d_is_pixel(p) or conv2d_is_transposed(p, tile):
+    if (taps == 1 or conv2d_is_direct(p) or conv2d_is_pixel(p, tile)
+            or conv2d_is_transposed(p, tile)):
         return 0
     if (sh > 1 or sw > 1) and cg * taps > _CONV_STRIDED_MAX_K:
         return 0
