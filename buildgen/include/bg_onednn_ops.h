@@ -207,6 +207,17 @@ done:
     return rc;
 }
 
+/* What a primitive's creation holds until bg_dnnl_finish takes the descriptor and the
+ * attribute (NULL once it has); returns rc. */
+static inline int bg_dnnl_release(dnnl_primitive_desc_t pd, dnnl_primitive_attr_t attr,
+                                  dnnl_memory_desc_t md, int rc)
+{
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (md) dnnl_memory_desc_destroy(md);
+    return rc;
+}
+
 /* The primitives below read their input in the layout it has and write `any` (pooling,
  * eltwise, binary) or plain (softmax, layer normalization). `make` creates the primitive
  * descriptor from (spec, src md, dst md, attr). */
@@ -260,10 +271,7 @@ static inline int bg_dnnl_unary(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     pd = NULL;
     x.attr = NULL;
 done:
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (x.attr) dnnl_primitive_attr_destroy(x.attr);
-    if (dst_md) dnnl_memory_desc_destroy(dst_md);
-    return rc;
+    return bg_dnnl_release(pd, x.attr, dst_md, rc);
 }
 
 typedef struct bg_dnnl_pool_spec {
@@ -391,6 +399,53 @@ static inline int bg_dnnl_lnorm(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
 
 /* LRN across channels: ONNX's LRN with an odd size (alpha is divided by the size, as in
  * ONNX; the window is centred on the channel). */
+/* Concat: oneDNN's concat primitive reads each input in the layout it has and writes the
+ * one it derives from them (a flexible dst: a blocked layout carries on to the Conv or
+ * pooling after it), or plain. */
+typedef struct bg_dnnl_concat_spec {
+    int n, axis;
+    const int *srcs; /* the inputs' tensors, in order */
+    int dst;
+} bg_dnnl_concat_spec;
+
+static inline int bg_dnnl_concat(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dnnl_concat_spec *c,
+                                 const char *what)
+{
+    const_dnnl_memory_desc_t mds[BG_DNNL_MAX_ARGS];
+    dnnl_exec_arg_t args[BG_DNNL_MAX_ARGS];
+    if (c->n + 8 > BG_DNNL_MAX_ARGS) return bg_dnnl_fail(m->env, what, "too many inputs");
+    for (int i = 0; i < c->n; ++i) {
+        const bg_dnnl_tensor *src = &r->tensors[c->srcs[i]];
+        if (src->memory == NULL) return bg_dnnl_fail(m->env, src->spec->name, "read before written");
+        mds[i] = bg_dnnl_md_of(src->memory);
+        args[i] = (dnnl_exec_arg_t){DNNL_ARG_MULTIPLE_SRC + i, src->memory};
+    }
+    bg_dnnl_tensor *dst = &r->tensors[c->dst];
+    dnnl_memory_desc_t dst_md = NULL; /* NULL: the layout oneDNN derives from the inputs */
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_t dst_mem, then = NULL;
+    bg_dnnl_extras x;
+    if (bg_dnnl_attr(m, r, NULL, 0, &x, what) != 0) return -1;
+    int rc = -1;
+    dnnl_status_t s = dnnl_success;
+    if (!dst->spec->flexible) s = bg_dnnl_plain_md(&dst_md, dst->spec->ndims, dst->spec->dims);
+    if (s == dnnl_success)
+        s = dnnl_concat_primitive_desc_create(&pd, m->engine, dst_md, c->n, c->axis, mds, x.attr);
+    if (s != dnnl_success) {
+        bg_dnnl_fail(m->env, what, bg_dnnl_status_name(s));
+        goto done;
+    }
+    if (bg_dnnl_write(m, r, dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &dst_mem,
+                      &then, what) != 0)
+        goto done;
+    args[c->n] = (dnnl_exec_arg_t){DNNL_ARG_DST, dst_mem};
+    rc = bg_dnnl_finish(m, r, pd, &x, args, c->n + 1, dst_mem, then, what);
+    pd = NULL;
+    x.attr = NULL;
+done:
+    return bg_dnnl_release(pd, x.attr, dst_md, rc);
+}
+
 typedef struct bg_dnnl_lrn_spec { long size; float alpha, beta, bias; } bg_dnnl_lrn_spec;
 
 static inline dnnl_status_t bg_dnnl_make_lrn(bg_dnnl_module *m, const void *spec,

@@ -47,6 +47,9 @@ class ChainRules:
     step_reason: Callable[[Step, Graph], str | None] = lambda step, graph: None
     gelu: bool = False  # runs an exported erf GELU (five nodes) as one step
     swish: bool = False  # runs an exported SiLU, x * Sigmoid(x), as one step
+    # anchors that take no fused steps, after which a chain of them runs in the same
+    # region as groups of their own (DenseNet's BatchNormalization and Relu after a Concat)
+    steps_after: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         return "/".join(sorted(self.fusable))
@@ -95,7 +98,7 @@ def compound_at(node: Node, graph: Graph, rules: ChainRules) -> Gelu | Swish | N
 def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
     """Whether `node`'s output can carry a chain: it is a fusable anchor the backend takes,
     or a step of such a chain within `budget` steps."""
-    if node.op in rules.fusable:
+    if node.op in rules.fusable or node.op in rules.steps_after:
         return rules.anchor_reason(node, graph) is None
     if budget <= 0 or node.op not in EPILOGUE_OPS:
         return False
@@ -106,7 +109,16 @@ def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool
             continue
         if _continues(producer, graph, rules, budget - 1):
             return True
-    return False
+    return _starts_after_anchor(node, graph, rules)
+
+
+def _starts_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> bool:
+    """Whether step `node` runs as a group of its own on what a steps_after anchor computes."""
+    source = _source_after_anchor(node, graph, rules)
+    if source is None:
+        return False
+    step = step_for(node, graph, source)
+    return not isinstance(step, str) and rules.step_reason(step, graph) is None
 
 
 def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
@@ -129,39 +141,60 @@ def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
             problems.append(extra)
         elif producer is not None and _continues(producer, graph, rules, rules.max_steps - 1):
             return None
+    if _starts_after_anchor(node, graph, rules):
+        return None
     detail = "; ".join(dict.fromkeys(problems)) or "its input does not come from one"
     return f"{node.op} runs on {rules.kind} only fused after {rules.describe()} ({detail})"
 
 
+def _source_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> str | None:
+    """The input of step `node` that an anchor of rules.steps_after (one the backend takes)
+    produces, if any: a chain of steps may start there, as groups of their own."""
+    for source in dict.fromkeys(n for n in node.inputs if n and not graph.is_weight(n)):
+        producer = graph.producer(source)
+        if (producer is not None and producer.op in rules.steps_after
+                and rules.anchor_reason(producer, graph) is None):
+            return source
+    return None
+
+
 def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str | None:
     """None if `nodes` (an anchor, then steps each reading the previous node's first output,
-    as a pattern match is) is a chain the backend fuses, else the first reason it is not."""
+    as a pattern match is) is a chain the backend fuses, else the first reason it is not.
+    Steps may also start the chain where an anchor of rules.steps_after computes their
+    input."""
     first = nodes[0]
     if first.op not in rules.anchors:
         compound = compound_at(first, graph, rules)
         if compound is not None and compound.match.nodes == tuple(nodes):
             return None
-    if first.op not in rules.anchors:
-        return f"{first.op} does not start a {rules.kind} group"
-    reason = rules.anchor_reason(first, graph)
-    if reason is not None:
-        return reason
-    if len(nodes) > 1 and first.op not in rules.fusable:
-        return f"{first.op} takes no fused steps on {rules.kind}"
-    steps, i = 0, 1
+    if first.op in rules.anchors:
+        reason = rules.anchor_reason(first, graph)
+        if reason is not None:
+            return reason
+        if len(nodes) > 1 and first.op not in rules.fusable | rules.steps_after:
+            return f"{first.op} takes no fused steps on {rules.kind}"
+        i, source = 1, first.outputs[0]
+    else:
+        after = _source_after_anchor(first, graph, rules)
+        if after is None:
+            return f"{first.op} does not start a {rules.kind} group"
+        i, source = 0, after
+    steps = 0
     while i < len(nodes):
         compound = compound_at(nodes[i], graph, rules)
         if compound is not None and tuple(nodes[i:i + len(compound.match.nodes)]) \
-                == compound.match.nodes and compound.match.source == nodes[i - 1].outputs[0]:
+                == compound.match.nodes and compound.match.source == source:
             i += len(compound.match.nodes)  # a GELU or SiLU of the chain's value: one step
         else:
-            step = step_for(nodes[i], graph, nodes[i - 1].outputs[0])
+            step = step_for(nodes[i], graph, source)
             if isinstance(step, str):
                 return step
             reason = rules.step_reason(step, graph)
             if reason is not None:
                 return reason
             i += 1
+        source = nodes[i - 1].outputs[0]
         steps += 1
     if steps > rules.max_steps:
         return f"more than {rules.max_steps} fused steps"

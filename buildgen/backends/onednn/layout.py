@@ -1,13 +1,15 @@
 """A oneDNN region's tensor table: which tensors a region touches, where each lives, and which
 may keep the blocked layout a convolution or pooling picks (`flexible`).
 
-A tensor is flexible when a Conv or pooling produces it inside the region and every reader
-is inside the region too and takes any layout: the input of a Conv or pooling, or the
-residual a Conv adds with a sum post-op (copied into the Conv's output by a reorder, which
-converts the layout). It is then in the backend's activation layout (channels-last by
-default). Everything else is plain, as ONNX lays it out. Internal tensors live in the
-arena; when oneDNN may pick a blocked layout (activation_layout: any), a flexible one is
-planned at an upper bound (channels rounded up to 16), and its real size checked at create.
+A tensor is flexible when a Conv, pooling, Concat or elementwise steps on their own (an
+eltwise or binary primitive) produce it inside the region and every reader is inside the
+region too and takes any layout: the input of a Conv or pooling, any input of a Concat, the
+source of elementwise steps on their own, or the residual a Conv adds with a sum post-op
+(copied into the Conv's output by a reorder, which converts the layout). It is then in the
+backend's activation layout (channels-last by default). Everything else is plain, as ONNX
+lays it out. Internal tensors live in the arena; when oneDNN may pick a blocked layout
+(activation_layout: any), a flexible one is planned at an upper bound (channels rounded up
+to 16), and its real size checked at create.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from buildgen.ir import Graph
 from buildgen.partition.boundaries import RegionIO, region_io
 from buildgen.partition.model import Region
 
-# LRN and resampling read any layout and write the one they read (dst `any`).
-LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool", "LRN", "Resize", "Upsample"))
+# LRN, resampling and concat read any layout and write the one they read (dst `any`);
+# a concat reads every input so.
+LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool", "LRN", "Resize", "Upsample",
+                              "Concat"))
 LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-                            "LRN", "Resize", "Upsample"))
+                            "LRN", "Resize", "Upsample", "Concat"))
+ANY_INPUT_READERS = frozenset(("Concat",))
 SIDE_OUTPUTS = frozenset(("LSTM", "GRU", "RNN"))  # anchors whose later outputs are tensors too
 CHANNEL_BLOCK = 16  # the widest channel block oneDNN uses for float32 (AVX-512)
 
@@ -82,7 +87,9 @@ def sum_step(group: Group, graph: Graph) -> Binary | None:
 
 def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO) -> bool:
     producer = next(g for g in groups if g.output == tensor)
-    if producer.anchor is None or producer.anchor.op not in LAYOUT_PRODUCERS:
+    # Elementwise steps on their own (an eltwise or binary primitive) write `any`: the
+    # layout of their source.
+    if producer.anchor is not None and producer.anchor.op not in LAYOUT_PRODUCERS:
         return False
     if tensor in io.outputs:
         return False
@@ -91,8 +98,11 @@ def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO
         group = by_node.get(reader.name)
         if group is None:
             return False
+        if group.anchor is None and reader is group.first and tensor == group.source:
+            continue  # an eltwise or binary primitive's src: any layout
         if group.anchor is reader:
-            if reader.op not in LAYOUT_READERS or tensor in reader.inputs[1:]:
+            data = reader.inputs if reader.op in ANY_INPUT_READERS else reader.inputs[:1]
+            if reader.op not in LAYOUT_READERS or tensor in reader.inputs and tensor not in data:
                 return False
             continue
         residual = sum_step(group, graph)

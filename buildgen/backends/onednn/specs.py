@@ -133,6 +133,18 @@ def _resample(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, l
                    "NULL, 0"), []
 
 
+def _concat(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    rank = ctx.graph.type_of(node.outputs[0]).rank
+    axis = node.attr("axis")
+    assert isinstance(axis, int)
+    sources = ", ".join(ctx.layout.enum(t) for t in node.inputs if t)
+    lines = [f"static const int srcs[] = {{{sources}}};",
+             *spec("bg_dnnl_concat_spec", [("n", str(sum(1 for t in node.inputs if t))),
+                                           ("axis", str(axis % rank)), ("srcs", "srcs"),
+                                           ("dst", ctx.layout.enum(group.output))])]
+    return lines, "bg_dnnl_concat(m, r, &spec", []
+
+
 def _two_d(shape: Sequence[int], axis: int) -> tuple[int, int]:
     return prod(shape[:axis]), prod(shape[axis:])
 
@@ -213,6 +225,8 @@ def group_block(group: Group, index: int, layout: RegionLayout, graph: Graph,
         body, call, notes = _norm(ctx, group, anchor)
     elif anchor.op == "LRN":
         body, call, notes = _lrn(ctx, group, anchor)
+    elif anchor.op == "Concat":
+        body, call, notes = _concat(ctx, group, anchor)
     elif anchor.op in ("Resize", "Upsample"):
         body, call, notes = _resample(ctx, group, anchor)
     elif anchor.op in RECURRENT:

@@ -1,9 +1,10 @@
 """What the onednn backend runs: Conv (1-D to 3-D), MatMul and Gemm with the elementwise
 chain after them fused as post-ops (bias, scale, residual sum, BatchNormalization, eltwise),
 and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax,
-LayerNormalization, LRN (across channels, odd sizes), the Resize / Upsample variants
-oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant weights and
-oneDNN's cells (rnn.py). Everything else declines, with the reason the
+LayerNormalization, LRN (across channels, odd sizes), Concat of run-time tensors (and the
+elementwise steps after it or a pooling, as groups of their own), the Resize / Upsample
+variants oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant
+weights and oneDNN's cells (rnn.py). Everything else declines, with the reason the
 partitioner reports."""
 
 from __future__ import annotations
@@ -130,6 +131,24 @@ def _lrn(node: Node, graph: Graph) -> str | None:
     return None
 
 
+# A concat's inputs, its output and a scratchpad are one primitive's arguments
+# (BG_DNNL_MAX_ARGS in bg_onednn.h).
+MAX_CONCAT_INPUTS = 32
+
+
+def _concat(node: Node, graph: Graph) -> str | None:
+    inputs = [n for n in node.inputs if n]
+    if len(inputs) > MAX_CONCAT_INPUTS:
+        return f"Concat of {len(inputs)} inputs (onednn takes up to {MAX_CONCAT_INPUTS})"
+    if any(graph.is_weight(n) for n in inputs):
+        return "Concat with a constant input (left to the host, which reads it in place)"
+    if not 1 <= _rank(graph, node.outputs[0]) <= MAX_DIMS:
+        return f"Concat of rank {_rank(graph, node.outputs[0])}"
+    if any(graph.type_of(n).numel == 0 for n in inputs):
+        return "Concat with an empty input"
+    return None
+
+
 _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "Conv": _conv,
     "MatMul": _matmul,
@@ -139,6 +158,7 @@ _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "LogSoftmax": _softmax,
     "LayerNormalization": _layer_norm,
     "LRN": _lrn,
+    "Concat": _concat,
     **{op: resample_reason for op in RESAMPLES},
     **{op: rnn_reason for op in RECURRENT},
 }
@@ -160,4 +180,6 @@ RULES = ChainRules(
     anchor_reason=anchor_reason,
     gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
     swish=True,  # oneDNN's swish eltwise (alpha 1), likewise
+    # as eltwise and binary primitives, in the layout the anchor wrote
+    steps_after=frozenset(("Concat", "MaxPool", "AveragePool")),
 )

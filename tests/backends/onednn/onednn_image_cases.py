@@ -115,6 +115,26 @@ def resize_sweep() -> onnx.ModelProto:
     return b.model()
 
 
+def concat_net() -> onnx.ModelProto:
+    """A fire module's branches into a Concat, DenseNet's BatchNormalization and Relu on a
+    Concat the next Concat reads too (40 channels: not whole blocks of 16), steps after a
+    MaxPool, a Concat of the inputs on the last axis, and one with a constant input."""
+    b = Builder("concat_net")
+    x = b.input("x", [1, 8, 9, 9])
+    a = b.node("Relu", [b.node("Conv", [x, b.weight("wa", [16, 8, 1, 1])], "a_conv")], "a")
+    c3 = b.node("Conv", [x, b.weight("wb", [16, 8, 3, 3])], "b_conv", pads=[1, 1, 1, 1])
+    c = b.node("Concat", [a, b.node("Relu", [c3], "b")], "c", axis=1)
+    d = b.node("Relu", [b.batch_norm(c, 32, "d_bn")], "d")
+    e = b.node("Conv", [d, b.weight("we", [8, 32, 3, 3])], "e", pads=[1, 1, 1, 1])
+    f = b.node("Concat", [c, e], "f", axis=1)
+    g = b.node("MaxPool", [f], "g_pool", kernel_shape=[2, 2], strides=[2, 2])
+    b.outputs.append(b.node("Relu", [b.batch_norm(g, 40, "g_bn")], "g"))
+    v = b.input("v", [1, 8, 9, 4])
+    b.outputs.append(b.node("Concat", [x, v], "cat_w", axis=-1))
+    b.outputs.append(b.node("Concat", [x, b.weight("k", [1, 2, 9, 9])], "cat_const", axis=1))
+    return b.model()
+
+
 SWEEP = Case("resize_sweep", resize_sweep, {"x": (1, 2, 6, 7)}, ("Resize",))
 # (case, nodes oneDNN runs, nodes the c host runs); node names are "/<output>".
 IMAGE_CASES = (
@@ -127,6 +147,8 @@ IMAGE_CASES = (
     (Case("resize_declined", resize_declined, {"x": (1, 3, 6, 8)}, ()),
      (), ("/align", "/near_down_floor", "/lin_asym", "/cubic", "/channels", "/frac")),
     (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
+    (Case("concat_net", concat_net, {"x": (1, 8, 9, 9), "v": (1, 8, 9, 4)}, ("Concat",)),
+     ("/c", "/d_bn", "/d", "/f", "/g_pool", "/g_bn", "/g", "/cat_w"), ("/cat_const",)),
 )
 
 

@@ -1,4 +1,5 @@
-"""LRN, Resize, Upsample, LSTM, GRU and RNN on the composite CPU target (c + onednn): the
+"""LRN, Resize, Upsample, Concat (and the steps after it), LSTM, GRU and RNN on the
+composite CPU target (c + onednn): the
 variants oneDNN reproduces run in onednn regions, the others decline to the c host with a
 reason naming the attribute, and every library agrees with onnxruntime."""
 
@@ -78,9 +79,9 @@ def test_sampling_sweep_matches_onnxruntime(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["any", "plain"])
 def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
-    """LRN and resampling read and write blocked (any) or plain activations too."""
+    """LRN, resampling and concat read and write blocked (any) or plain activations too."""
     _need_onednn()
-    cases = [c for c, _, _ in IMAGE_CASES if c.name in ("lrn_net", "resize_taken")]
+    cases = [c for c, _, _ in IMAGE_CASES if c.name in ("lrn_net", "resize_taken", "concat_net")]
     folder = build_cases(tmp_path, cases, composite("onednn", threads=1, activation_layout=layout))
     for case in cases:
         check_case(folder, case, "onednn")
@@ -91,6 +92,18 @@ def test_generated_source_builds_the_primitives(built: Path) -> None:
     assert "bg_dnnl_make_lrn, &lrn" in text and ".size = 5, .alpha = 0.01f" in text
     text = source(built / "build", "resize_taken", "onednn")
     assert ".alg = dnnl_resampling_nearest" in text and ".alg = dnnl_resampling_linear" in text
+
+
+def test_concat_keeps_the_region_in_one_piece(built: Path) -> None:
+    """The Concats and the steps after them join their Convs' region: the fire module's
+    branches, the DenseNet-style block and the pooling are one onednn region."""
+    partition = json.loads((built / "build" / "concat_net" / "lib" / "partition.json")
+                           .read_text())
+    region_of = {n: r["id"] for r in partition["regions"] for n in r["nodes"]}
+    chain = ("/a_conv", "/c", "/d_bn", "/e", "/f", "/g_pool", "/g")
+    assert len({region_of[n] for n in chain}) == 1
+    text = source(built / "build", "concat_net", "onednn")
+    assert "bg_dnnl_concat(m, r, &spec" in text and ".axis = 3" in text
 
 
 def test_decline_reasons_name_the_attribute(tmp_path: Path) -> None:

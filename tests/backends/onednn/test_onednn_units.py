@@ -24,14 +24,16 @@ def test_declines_with_reasons(backend, tmp_path: Path) -> None:
     w = b.input("w", [4, 4, 3, 3])
     y = b.node("Conv", [x, w], "conv")  # run-time weights
     y = b.node("MaxPool", [y], "pool", kernel_shape=[2, 2], strides=[2, 2])
-    y = b.node("Relu", [y], "relu")  # after a pooling, which takes no post-ops
+    y = b.node("Relu", [y], "relu")  # after a pooling: an eltwise primitive of its own
     y = b.node("Reshape", [y, b.weights_int("shape", [4, 9])], "flat")
+    y = b.node("Relu", [y], "relu2")  # after a Reshape, which the host runs
     b.outputs.append(b.node("MatMul", [y, b.weight("v", [9])], "y"))
     graph, _ = imported(b.model(), {"x": (1, 4, 8, 8), "w": (4, 4, 3, 3)}, tmp_path)
-    conv, pool, relu, reshape, matmul = graph.nodes
+    conv, pool, relu, reshape, relu2, matmul = graph.nodes
     assert "run-time weights" in backend.decline_reason(conv, graph)
     assert backend.decline_reason(pool, graph) is None
-    assert "only fused after Conv/Gemm/MatMul" in backend.decline_reason(relu, graph)
+    assert backend.decline_reason(relu, graph) is None
+    assert "only fused after Conv/Gemm/MatMul" in backend.decline_reason(relu2, graph)
     assert backend.decline_reason(reshape, graph) == "no onednn pattern covers Reshape"
     assert "matrix-vector" in backend.decline_reason(matmul, graph)
 
