@@ -3,9 +3,9 @@
  * Per image and group, a convolution is the GEMM
  *     Y_g[Mg, OH*OW] = W_g[Mg, Cg*KH*KW] @ im2col(X_g)[Cg*KH*KW, OH*OW].
  * The im2col matrix is never materialised: the GEMM's B-packing step reads the image
- * straight into its KC x NR micro-panels (an "implicit im2col", one im2col row at a time
- * through a scratch row), so the workspace is the GEMM's packing space plus that row, and
- * no image-sized copy is written and read back.
+ * straight into its KC x NR micro-panels (an "implicit im2col"), so the workspace is the
+ * GEMM's packing space (and, where the windows reach into the padding, a padded copy of
+ * the image), and no im2col-sized copy is written and read back.
  * 1x1 stride-1 unpadded convolutions need no im2col at all: X_g is B as it stands.
  * Stride-1 convolutions with filters packed ahead of time may skip the packing of B too:
  * over a padded copy of the image each im2col row is the flat image shifted (the shifted
@@ -105,12 +105,11 @@ static inline void bg__copy_strided(const float *src, int64_t sw, int64_t n, flo
  * whose windows all lie inside the image: the GEMM form reads a padded copy where they
  * would not (bg__conv_im2col_padded). Row k = (c, kh, kw), column j = (oh, ow): each output
  * row's run of columns is copied straight into the NR-wide micro-panels, cut where a panel
- * ends. (Built in a scratch row and copied out in wider loads, it stalled on store
+ * ends. (Built in a row first and copied out in wider loads, it stalled on store
  * forwarding, and per-run bounds checks were most of the work on small images.) */
 static inline void bg__pack_b_im2col(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
-                                     int64_t nc, float *dst, float *scratch)
+                                     int64_t nc, float *dst)
 {
-    (void)scratch;
     const bg_conv2d_params *p = (const bg_conv2d_params *)s->ctx;
     const int64_t NR = BG_GEMM_NR, KHW = p->KH * p->KW, OW = p->OW, sw = p->stride_w;
     const int64_t n_pad = bg__round_up(nc, NR), row_step = p->stride_h * p->W;
@@ -348,7 +347,7 @@ static inline int64_t bg__conv_transposed_floats(const bg_conv2d_params *p)
  * cases: each output row's run of OW values is cut into zeros and a short copy, and on an
  * 8x8 image with 3x3 taps the packing took more than half the layer's time. Over a
  * padded copy (hp x wp, what the windows cover) every run is one plain copy. The copy
- * costs Cg*hp*wp floats of workspace, after the GEMM's packing space and the scratch row.
+ * costs Cg*hp*wp floats of workspace, after the GEMM's packing space.
  * bg__pack_b_im2col relies on it: the windows it reads lie inside its image. */
 static inline int bg__conv_im2col_padded(const bg_conv2d_params *p, int64_t *hp, int64_t *wp)
 {
@@ -360,9 +359,7 @@ static inline int64_t bg__conv_packed_floats(const bg_conv2d_params *p)
 {
     const int64_t Mg = p->M / p->group, Ng = p->OH * p->OW;
     const int64_t Kg = p->C / p->group * p->KH * p->KW;
-    return bg__round_up((int64_t)(bg_sgemm_workspace_bytes(Mg, Ng, Kg) / sizeof(float)) +
-                            bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR),
-                        16);
+    return bg__round_up((int64_t)(bg_sgemm_workspace_bytes(Mg, Ng, Kg) / sizeof(float)), 16);
 }
 
 BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
@@ -375,11 +372,10 @@ BG_API size_t bg_conv2d_workspace_bytes(const bg_conv2d_params *p)
         if (!bg__conv_direct_copy(p, &hp, &wp)) return 0;
         return (size_t)(hp * wp) * sizeof(float) + 64;
     }
-    /* GEMM packing space, then the im2col scratch row (then the padded copy). */
+    /* GEMM packing space (then the padded copy). */
     const int64_t Ng = p->OH * p->OW;
     int64_t hp, wp;
-    size_t bytes = bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW) +
-                   (size_t)bg__round_up(bg__min64(Ng, BG_GEMM_NC), BG_GEMM_NR) * sizeof(float);
+    size_t bytes = bg_sgemm_workspace_bytes(Mg, Ng, Cg * p->KH * p->KW);
     if (bg__conv_im2col_padded(p, &hp, &wp))
         bytes = (size_t)(bg__conv_packed_floats(p) + Cg * hp * wp) * sizeof(float) + 64;
     bg__conv_shift s;

@@ -129,7 +129,6 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
     const int epilogue = bg__epilogue_active(g->ep);
     float *const pa = ws;
     float *const pb = ws + bg__gemm_a_floats(M, K);
-    float *const scratch = ws + bg__gemm_pack_floats(M, N, K);
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     /* With a single row block (M <= MC) a packed B block is used once, right after it is
      * packed: keep it small enough to stay in L2 rather than round-tripping through L3.
@@ -155,9 +154,9 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
             else if (!bsrc->pack) /* prepacked: slice pc holds all panels, see bg_sgemm_pack_b */
                 bblock = bsrc->data + pc * bg__round_up(N, NR) + jc * kc;
             else if (!direct_b)
-                bsrc->pack(bsrc, pc, kc, jc, nc, pb, scratch);
+                bsrc->pack(bsrc, pc, kc, jc, nc, pb);
             else if (n_full < nc) /* only the ragged last panel needs padding */
-                bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb, scratch);
+                bsrc->pack(bsrc, pc, kc, jc + n_full, nc - n_full, pb);
             for (int64_t ic = i0; ic < i1; ic += BG_GEMM_MC) {
                 const int64_t mc = bg__min64(BG_GEMM_MC, i1 - ic);
                 /* prepacked: slice pc holds all of A's panels, row block ic from panel ic/MR */
@@ -277,12 +276,12 @@ typedef struct bg__shared_b {
 
 static void bg__shared_b_task(const void *ctx, int64_t task, void *ws)
 {
+    (void)ws;
     const bg__shared_b *s = (const bg__shared_b *)ctx;
     const bg__gemm *g = s->g;
     const int64_t j0 = task * s->panels_per_task * BG_GEMM_NR;
     const int64_t nc = bg__min64(s->panels_per_task * BG_GEMM_NR, g->N - j0);
-    float *const scratch = bg__align64(ws) + bg__gemm_pack_floats(g->M, g->N, g->K);
-    g->bsrc->pack(g->bsrc, 0, g->K, j0, nc, s->packed + j0 * g->K, scratch);
+    g->bsrc->pack(g->bsrc, 0, g->K, j0, nc, s->packed + j0 * g->K);
 }
 
 /* Whether g should pack B once for all threads: when the best split cuts C into row blocks
@@ -394,7 +393,7 @@ BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, i
     float *dst = (float *)packed;
     for (int64_t pc = 0; pc < K; pc += kc_step)
         bg__pack_b_matrix(&src, pc, bg__min64(kc_step, K - pc), 0, N,
-                          dst + pc * bg__round_up(N, BG_GEMM_NR), NULL);
+                          dst + pc * bg__round_up(N, BG_GEMM_NR));
 }
 
 /* bg_sgemm with op(B) from bg_sgemm_pack_b (same N, K); workspace and pool as bg_sgemm's. */

@@ -16,12 +16,10 @@
  * (bg_sgemm_pack_b) or read in place through `rows`: then B(k, j) = data[rows[k] + j], and
  * data[rows[k] + j] must be readable (its value is ignored) up to j = round_up(N, NR) - 1,
  * since every tile reads whole NR-wide rows (a stride-1 convolution over a padded image,
- * bg_conv.h). `scratch` is private to the calling thread (the im2col row; the matrix
- * packer ignores it). */
+ * bg_conv.h). */
 typedef struct bg__bsrc bg__bsrc;
 struct bg__bsrc {
-    void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst,
-                 float *scratch);
+    void (*pack)(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
     const float *data; /* B, the image for im2col, or the prepacked panels */
     int64_t ld;        /* leading dimension of B */
     int trans;         /* B is stored [N, K] */
@@ -83,9 +81,8 @@ static inline void bg__transpose8x8(const float *src, int64_t ld, float *dst, in
 #endif
 
 static inline void bg__pack_b_matrix(const bg__bsrc *s, int64_t k0, int64_t kc, int64_t j0,
-                                     int64_t nc, float *dst, float *scratch)
+                                     int64_t nc, float *dst)
 {
-    (void)scratch;
     const int64_t NR = BG_GEMM_NR, ld = s->ld;
     for (int64_t jp = 0; jp < nc; jp += NR, dst += kc * NR) {
         const int64_t nr = nc - jp < NR ? nc - jp : NR;

@@ -175,12 +175,11 @@ def conv2d_workspace_bytes(p: Mapping[str, int], tile: Tile | None = None) -> in
             return _channels_last_floats(p) * 4 + 64
         hp, wp = _window_extent(p)
         return hp * wp * 4 + 64 if _reads_padded_copy(p) else 0
-    # GEMM packing space, then one im2col row of NC-blocked output columns, then (windows
-    # reaching into the padding) the padded copy of the image that im2col reads
+    # GEMM packing space, then (windows reaching into the padding) the padded copy of the
+    # image that im2col reads
     columns = p["OH"] * p["OW"]
-    im2col_row = _round_up(min(columns, _NC), tile.nr) * 4
     k = cg * p["KH"] * p["KW"]
-    packed_form = sgemm_workspace_bytes(mg, columns, k, tile) + im2col_row
+    packed_form = sgemm_workspace_bytes(mg, columns, k, tile)
     if _reads_padded_copy(p):
         hp, wp = _window_extent(p)
         packed_form = (_round_up(packed_form // 4, 16) + cg * hp * wp) * 4 + 64

@@ -2,7 +2,7 @@
  * Source: conv_block.onnx (graph 'conv_block', opset 17)
  * Regions:
  *   r0: 10 node(s), 5 kernel(s): Conv, BatchNormalization, Relu, MaxPool, Conv, Add, ... (4 more)
- * Scratch: 44736 bytes planned for 80512 bytes of intermediates and workspaces.
+ * Scratch: 43712 bytes planned for 79168 bytes of intermediates and workspaces.
  * Packed weights: 5568 bytes, packed once per instance at create.
  * Threads: 1 (BUILDGEN_NUM_THREADS overrides), a pool per instance (bg_threads.h).
  */
@@ -40,7 +40,7 @@ static int fail(bg_env *env, const char *message)
  *   Conv '/conv1/Conv': x[1,3,16,16], conv1.weight[8,3,3,3], conv1.bias[8] -> c1[1,8,16,16]
  *   BatchNormalization '/bn/BatchNormalization': c1[1,8,16,16], bn.scale[8], bn.bias[8], bn.mean[8], bn.var[8] -> b1[1,8,16,16]
  *   Relu '/relu1/Relu': b1[1,8,16,16] -> r1[1,8,16,16]
- *   workspace: 34480 bytes
+ *   workspace: 33456 bytes
  */
 static const bg_conv2d_params k0_conv_batchnormalization_relu_params = {
     .N = 1, .C = 3, .H = 16, .W = 16, .M = 8, .OH = 16, .OW = 16, .KH = 3, .KW = 3, .group = 1,
@@ -78,7 +78,7 @@ static void k1_maxpool(const float *restrict X, float *restrict Y, bg_threadpool
  *   Conv '/conv2/Conv': p1[1,8,8,8], conv2.weight[16,8,3,3] -> c2[1,16,8,8]
  *   Add '/conv2/Add': c2[1,16,8,8], conv2.bias[1,16,1,1] -> a2[1,16,8,8]
  *   Relu '/relu2/Relu': a2[1,16,8,8] -> r2[1,16,8,8]
- *   workspace: 28992 bytes
+ *   workspace: 28672 bytes
  */
 static const bg_conv2d_params k2_conv_add_relu_params = {
     .N = 1, .C = 8, .H = 8, .W = 8, .M = 16, .OH = 8, .OW = 8, .KH = 3, .KW = 3, .group = 1,
@@ -128,7 +128,7 @@ static void k4_gemm(
     bg_sgemm(0, 1, 1, 10, 16, 1.0f, A, 16, B, 16, 0.0f, Y, 10, &ep, ws, pool);
 }
 
-/* Region r0: 10 node(s), 6 step(s), scratch 44736 bytes
+/* Region r0: 10 node(s), 6 step(s), scratch 43712 bytes
  *   inputs:  x[1,3,16,16]
  *   outputs: y[1,10]
  */
@@ -143,9 +143,9 @@ int BG_EXPORT(conv_block__c_r0)(bg_env *env, const void *const *in, void *const 
     const float *fc_weight = (const float *)(env->weights + 5952); /* weight 'fc.weight' [10,16] */
     const float *fc_bias = (const float *)(env->weights + 6592); /* weight 'fc.bias' [10] */
     float *y = (float *)out[0]; /* output y [1,10] */
-    float *r1 = (float *)(scratch + 34496); /* r1 [1,8,16,16], 8192 bytes */
-    float *p1 = (float *)(scratch + 42688); /* p1 [1,8,8,8], 2048 bytes */
-    float *r2 = (float *)(scratch + 28992); /* r2 [1,16,8,8], 4096 bytes */
+    float *r1 = (float *)(scratch + 33472); /* r1 [1,8,16,16], 8192 bytes */
+    float *p1 = (float *)(scratch + 41664); /* p1 [1,8,8,8], 2048 bytes */
+    float *r2 = (float *)(scratch + 28672); /* r2 [1,16,8,8], 4096 bytes */
     float *g = (float *)(scratch + 2624); /* g [1,16,1,1], 64 bytes */
     const float *f = g; /* view f [1,16] */
 
@@ -157,21 +157,21 @@ int BG_EXPORT(conv_block__c_r0)(bg_env *env, const void *const *in, void *const 
     return 0;
 }
 
-const size_t BG_EXPORT(conv_block__c_scratch_bytes) = 44736;
+const size_t BG_EXPORT(conv_block__c_scratch_bytes) = 43712;
 
 /* Intermediates and workspaces live in env->scratch: create checks that the planned
  * workspaces cover what the kernel library asks for,
  * then starts the instance's thread pool and packs the constant GEMM/conv operands once (env->state). */
 int BG_EXPORT(conv_block__c_create)(bg_env *env)
 {
-    if (bg_conv2d_workspace_bytes(&k0_conv_batchnormalization_relu_params) > 34480)
-        return fail(env, "c backend: k0_conv_batchnormalization_relu needs more workspace than the 34480 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_conv2d_workspace_bytes(&k0_conv_batchnormalization_relu_params) > 33456)
+        return fail(env, "c backend: k0_conv_batchnormalization_relu needs more workspace than the 33456 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_conv2d_packed_bytes(&k0_conv_batchnormalization_relu_params) > 864)
         return fail(env, "c backend: k0_conv_batchnormalization_relu packs 'conv1.weight' into more than the 864 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_batchnorm_fold_bytes(8) > 64)
         return fail(env, "c backend: k0_conv_batchnormalization_relu packs 'bn.scale' into more than the 64 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
-    if (bg_conv2d_workspace_bytes(&k2_conv_add_relu_params) > 28992)
-        return fail(env, "c backend: k2_conv_add_relu needs more workspace than the 28992 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
+    if (bg_conv2d_workspace_bytes(&k2_conv_add_relu_params) > 28672)
+        return fail(env, "c backend: k2_conv_add_relu needs more workspace than the 28672 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_conv2d_packed_bytes(&k2_conv_add_relu_params) > 4608)
         return fail(env, "c backend: k2_conv_add_relu packs 'conv2.weight' into more than the 4608 bytes planned (bg_kernels.h and buildgen/backends/c/workspace.py disagree)");
     if (bg_sgemm_workspace_bytes(1, 10, 16) > 2624)
@@ -187,7 +187,7 @@ int BG_EXPORT(conv_block__c_create)(bg_env *env)
         if (threads < 0)
             return fail(env, why);
         if (threads > 1) {
-            instance->pool = bg_threadpool_create(threads, 34480, why, sizeof why);
+            instance->pool = bg_threadpool_create(threads, 33456, why, sizeof why);
             if (instance->pool == NULL)
                 return fail(env, why);
         }
