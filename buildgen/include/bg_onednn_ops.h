@@ -397,8 +397,6 @@ static inline int bg_dnnl_lnorm(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     return bg_dnnl_unary(m, r, u, bg_dnnl_make_lnorm, n, extra, nextra, NULL, 0, what);
 }
 
-/* LRN across channels: ONNX's LRN with an odd size (alpha is divided by the size, as in
- * ONNX; the window is centred on the channel). */
 /* Concat: oneDNN's concat primitive reads each input in the layout it has and writes the
  * one it derives from them (a flexible dst: a blocked layout carries on to the Conv or
  * pooling after it), or plain. */
@@ -446,6 +444,8 @@ done:
     return bg_dnnl_release(pd, x.attr, dst_md, rc);
 }
 
+/* LRN across channels: ONNX's LRN with an odd size (alpha is divided by the size, as in
+ * ONNX; the window is centred on the channel). */
 typedef struct bg_dnnl_lrn_spec { long size; float alpha, beta, bias; } bg_dnnl_lrn_spec;
 
 static inline dnnl_status_t bg_dnnl_make_lrn(bg_dnnl_module *m, const void *spec,
@@ -456,6 +456,20 @@ static inline dnnl_status_t bg_dnnl_make_lrn(bg_dnnl_module *m, const void *spec
     return dnnl_lrn_forward_primitive_desc_create(
         pd, m->engine, dnnl_forward_inference, dnnl_lrn_across_channels, src, dst, l->size,
         l->alpha, l->beta, l->bias, attr);
+}
+
+/* A channel shuffle along `axis`: oneDNN reads the axis as [size / group_size][group_size]
+ * and writes it transposed (ONNX's Reshape-Transpose-Reshape into g groups is group_size
+ * = channels / g); any layout in, the same out. */
+typedef struct bg_dnnl_shuffle_spec { int axis; long group_size; } bg_dnnl_shuffle_spec;
+
+static inline dnnl_status_t bg_dnnl_make_shuffle(bg_dnnl_module *m, const void *spec,
+                                          const_dnnl_memory_desc_t src, const_dnnl_memory_desc_t dst,
+                                          const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd)
+{
+    const bg_dnnl_shuffle_spec *s = (const bg_dnnl_shuffle_spec *)spec;
+    return dnnl_shuffle_forward_primitive_desc_create(pd, m->engine, dnnl_forward_inference, src,
+                                                      dst, s->axis, s->group_size, attr);
 }
 
 /* Resampling of dims 2 onward (nearest or linear); the scales are dst's dims over src's. */

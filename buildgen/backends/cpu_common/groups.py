@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from buildgen.backends.cpu_common.gelu import gelu_at
+from buildgen.backends.cpu_common.shuffle import shuffle_at
 from buildgen.backends.cpu_common.steps import (
     EPILOGUE_OPS,
     Binary,
     Gelu,
+    Shuffle,
     Step,
     Swish,
     chain_candidates,
@@ -47,6 +49,7 @@ class ChainRules:
     step_reason: Callable[[Step, Graph], str | None] = lambda step, graph: None
     gelu: bool = False  # runs an exported erf GELU (five nodes) as one step
     swish: bool = False  # runs an exported SiLU, x * Sigmoid(x), as one step
+    shuffle: bool = False  # runs a channel shuffle (Reshape, Transpose, Reshape) as a group
     # anchors that take no fused steps, after which a chain of them runs in the same
     # region as groups of their own (DenseNet's BatchNormalization and Relu after a Concat)
     steps_after: frozenset[str] = frozenset()
@@ -85,13 +88,16 @@ class Group:
         return tuple(n for n in dict.fromkeys(names) if not graph.is_weight(n))
 
 
-def compound_at(node: Node, graph: Graph, rules: ChainRules) -> Gelu | Swish | None:
-    """The multi-node activation the backend runs as one step that `node` belongs to (a
-    GELU's or a SiLU's nodes, which no chain can declare: their input feeds two of them)."""
+def compound_at(node: Node, graph: Graph, rules: ChainRules) -> Gelu | Swish | Shuffle | None:
+    """The multi-node step the backend runs as one that `node` belongs to (a GELU's or a
+    SiLU's nodes, which no chain can declare: their input feeds two of them; a channel
+    shuffle's Reshape, Transpose and Reshape)."""
     if rules.gelu and (gelu := gelu_at(graph, node)) is not None:
         return Gelu(gelu)
     if rules.swish and (swish := swish_at(graph, node)) is not None:
         return Swish(swish)
+    if rules.shuffle and (shuffle := shuffle_at(graph, node)) is not None:
+        return Shuffle(shuffle)
     return None
 
 
@@ -183,6 +189,8 @@ def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str
     steps = 0
     while i < len(nodes):
         compound = compound_at(nodes[i], graph, rules)
+        if isinstance(compound, Shuffle):
+            return "a channel shuffle runs as a group of its own, fused into nothing"
         if compound is not None and tuple(nodes[i:i + len(compound.match.nodes)]) \
                 == compound.match.nodes and compound.match.source == source:
             i += len(compound.match.nodes)  # a GELU or SiLU of the chain's value: one step
@@ -230,16 +238,19 @@ def _standalone(node: Node, graph: Graph, rules: ChainRules) -> _Building:
     raise error(f"{rules.kind} backend cannot run node '{node.name}' ({node.op}): {detail}")
 
 
-def _place_compound(step: Gelu | Swish, graph: Graph, order: dict[str, int],
+def _place_compound(step: Gelu | Swish | Shuffle, graph: Graph, order: dict[str, int],
                     groups: list[_Building], open_tails: dict[str, int], rules: ChainRules
                     ) -> None:
     """A GELU or SiLU joins the group computing its input when nothing else reads that
-    input, else it is a group of its own."""
+    input, else it is a group of its own; a channel shuffle is always one of its own."""
     match = step.match
     missing = [n.name for n in match.nodes if n.name not in order]
     if missing:
-        what = "GELU" if isinstance(step, Gelu) else "SiLU"
+        what = {Gelu: "GELU", Swish: "SiLU", Shuffle: "channel shuffle"}[type(step)]
         raise error(f"{rules.kind} backend: region holds part of a {what} without {missing}")
+    if isinstance(step, Shuffle):  # no tail: what reads its output is no post-op of it
+        groups.append(_Building(None, match.source, [step]))
+        return
     readers = {n.name for n in graph.consumers(match.source)}
     inside = {n.name for n in match.nodes}
     index = open_tails.get(match.source)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from buildgen.backends.cpu_common.gelu import GeluMatch
+from buildgen.backends.cpu_common.shuffle import ShuffleMatch
 from buildgen.backends.cpu_common.swish import SwishMatch
 from buildgen.ir import DType, Graph, Node
 
@@ -90,11 +91,25 @@ class Swish:
         return self.match.nodes[-1]
 
 
-Step = Act | Binary | Affine | Gelu | Swish
+@dataclass(frozen=True)
+class Shuffle:
+    """The Reshape, Transpose and Reshape of a channel shuffle (see shuffle.py), as one step
+    that always runs as a group of its own: it moves values between channels, so nothing
+    fuses into it or after it."""
+
+    match: ShuffleMatch
+
+    @property
+    def node(self) -> Node:
+        """The node that writes its output (what a comment names)."""
+        return self.match.nodes[-1]
+
+
+Step = Act | Binary | Affine | Gelu | Swish | Shuffle
 
 
 def step_nodes(step: Step) -> tuple[Node, ...]:
-    return step.match.nodes if isinstance(step, (Gelu, Swish)) else (step.node,)
+    return step.match.nodes if isinstance(step, (Gelu, Swish, Shuffle)) else (step.node,)
 
 
 def _used(graph: Graph, name: str) -> bool:

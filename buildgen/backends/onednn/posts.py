@@ -17,7 +17,7 @@ import numpy as np
 
 from buildgen.backends.c.cwriter import float_literal
 from buildgen.backends.cpu_common.carrays import StaticArray
-from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step, Swish
+from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Shuffle, Step, Swish
 from buildgen.backends.cpu_common.values import act_params, bn_scale_shift, scalar_operand
 from buildgen.backends.onednn.layout import RegionLayout
 from buildgen.ir import Graph
@@ -142,6 +142,8 @@ def step_posts(
             posts.append(_eltwise("dnnl_eltwise_gelu_erf", 0.0, 0.0, _gelu_what(step)))
         elif isinstance(step, Swish):
             posts.append(_eltwise(*SWISH, _swish_what(step)))
+        elif isinstance(step, Shuffle):  # groups.py keeps it a group of its own
+            raise AssertionError(f"{what}: a channel shuffle is no post-op")
         elif isinstance(step, Affine):
             scale, shift = bn_scale_shift(step.node, weights)
             base = f"{prefix}_bn{len(arrays) // 2}"

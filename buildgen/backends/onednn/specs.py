@@ -12,7 +12,7 @@ import numpy as np
 from buildgen.backends.c.cwriter import comment, float_literal, shape_text
 from buildgen.backends.cpu_common.geometry import Window, window
 from buildgen.backends.cpu_common.groups import Group
-from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Step, Swish
+from buildgen.backends.cpu_common.steps import Act, Affine, Binary, Gelu, Shuffle, Step, Swish
 from buildgen.backends.cpu_common.values import bn_scale_shift, scalar_operand, weight
 from buildgen.backends.onednn.blocks import Block, Context, dims, posts_lines, spec
 from buildgen.backends.onednn.layout import RegionLayout, sum_step
@@ -174,10 +174,22 @@ def _norm(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[
                    "NULL, 0"), []
 
 
+def _shuffle(ctx: Context, group: Group, step: Shuffle) -> tuple[list[str], str, list[str]]:
+    """A channel shuffle into g groups: oneDNN's shuffle of group size channels / g."""
+    channels = ctx.graph.type_of(group.source).shape[1]
+    fields = [("axis", "1"), ("group_size", str(channels // step.match.groups))]
+    lines = [*spec("bg_dnnl_shuffle_spec", fields, "shuffle"),
+             *spec("bg_dnnl_unary_spec", _unary_fields(ctx, group.source, group, False))]
+    return lines, ("bg_dnnl_unary(m, r, &spec, bg_dnnl_make_shuffle, &shuffle, NULL, 0, "
+                   "NULL, 0"), [f"a channel shuffle into {step.match.groups} groups"]
+
+
 def _standalone(ctx: Context, group: Group) -> tuple[list[str], str, list[str]]:
     """Steps whose anchor runs elsewhere: the first as an eltwise or binary primitive, the
     rest as its post-ops."""
     first, rest = group.steps[0], group.steps[1:]
+    if isinstance(first, Shuffle):
+        return _shuffle(ctx, group, first)
     rank = padder(ctx.graph.type_of(group.output).rank)
     more, arrays = step_posts(rest, ctx.layout, ctx.graph, ctx.weights, rank, ctx.name)
     ctx.arrays += arrays

@@ -180,6 +180,7 @@ RULES = ChainRules(
     anchor_reason=anchor_reason,
     gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
     swish=True,  # oneDNN's swish eltwise (alpha 1), likewise
+    shuffle=True,  # oneDNN's shuffle primitive, in the layout of its input
     # as eltwise and binary primitives, in the layout the anchor wrote
     steps_after=frozenset(("Concat", "MaxPool", "AveragePool")),
 )

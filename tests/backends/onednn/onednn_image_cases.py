@@ -135,6 +135,29 @@ def concat_net() -> onnx.ModelProto:
     return b.model()
 
 
+def _shuffle(b: Builder, x: str, split: list[int], perm: list[int], back: list[int],
+             name: str) -> str:
+    y = b.node("Reshape", [x, b.weights_int(f"{name}_split", split)], f"{name}_r1")
+    y = b.node("Transpose", [y], f"{name}_t", perm=perm)
+    return b.node("Reshape", [y, b.weights_int(f"{name}_back", back)], f"{name}_r2")
+
+
+def shuffle_net() -> onnx.ModelProto:
+    """ShuffleNet's unit: a grouped 1x1 Conv, a channel shuffle into its 3 groups, a
+    depthwise Conv; a shuffle of the model's input; and one written over flattened spatial
+    dims, which is left to the host."""
+    b = Builder("shuffle_net")
+    x = b.input("x", [1, 12, 6, 6])
+    y = b.node("Conv", [x, b.weight("w1", [12, 4, 1, 1])], "g1", group=3)
+    y = b.node("Relu", [b.batch_norm(y, 12, "g1_bn")], "g1_relu")
+    y = _shuffle(b, y, [1, 3, 4, 6, 6], [0, 2, 1, 3, 4], [1, 12, 6, 6], "s")
+    b.outputs.append(b.node("Conv", [y, b.weight("w2", [12, 1, 3, 3])], "dw", group=12,
+                            pads=[1, 1, 1, 1]))
+    b.outputs.append(_shuffle(b, x, [1, 4, 3, 6, 6], [0, 2, 1, 3, 4], [1, 12, 6, 6], "in"))
+    b.outputs.append(_shuffle(b, x, [1, 3, 4, 36], [0, 2, 1, 3], [1, 12, 6, 6], "flat"))
+    return b.model()
+
+
 SWEEP = Case("resize_sweep", resize_sweep, {"x": (1, 2, 6, 7)}, ("Resize",))
 # (case, nodes oneDNN runs, nodes the c host runs); node names are "/<output>".
 IMAGE_CASES = (
@@ -149,6 +172,9 @@ IMAGE_CASES = (
     (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
     (Case("concat_net", concat_net, {"x": (1, 8, 9, 9), "v": (1, 8, 9, 4)}, ("Concat",)),
      ("/c", "/d_bn", "/d", "/f", "/g_pool", "/g_bn", "/g", "/cat_w"), ("/cat_const",)),
+    (Case("shuffle_net", shuffle_net, {"x": (1, 12, 6, 6)}, ("Conv",)),
+     ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw", "/in_r1", "/in_t", "/in_r2"),
+     ("/flat_r1", "/flat_t", "/flat_r2")),
 )
 
 

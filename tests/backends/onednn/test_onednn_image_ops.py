@@ -1,5 +1,5 @@
-"""LRN, Resize, Upsample, Concat (and the steps after it), LSTM, GRU and RNN on the
-composite CPU target (c + onednn): the
+"""LRN, Resize, Upsample, Concat (and the steps after it), channel shuffles, LSTM, GRU and
+RNN on the composite CPU target (c + onednn): the
 variants oneDNN reproduces run in onednn regions, the others decline to the c host with a
 reason naming the attribute, and every library agrees with onnxruntime."""
 
@@ -81,7 +81,8 @@ def test_sampling_sweep_matches_onnxruntime(tmp_path: Path) -> None:
 def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
     """LRN, resampling and concat read and write blocked (any) or plain activations too."""
     _need_onednn()
-    cases = [c for c, _, _ in IMAGE_CASES if c.name in ("lrn_net", "resize_taken", "concat_net")]
+    cases = [c for c, _, _ in IMAGE_CASES
+             if c.name in ("lrn_net", "resize_taken", "concat_net", "shuffle_net")]
     folder = build_cases(tmp_path, cases, composite("onednn", threads=1, activation_layout=layout))
     for case in cases:
         check_case(folder, case, "onednn")
@@ -104,6 +105,17 @@ def test_concat_keeps_the_region_in_one_piece(built: Path) -> None:
     assert len({region_of[n] for n in chain}) == 1
     text = source(built / "build", "concat_net", "onednn")
     assert "bg_dnnl_concat(m, r, &spec" in text and ".axis = 3" in text
+
+
+def test_a_channel_shuffle_keeps_the_convolutions_in_one_region(built: Path) -> None:
+    """ShuffleNet's unit runs as one onednn region, its shuffle as oneDNN's shuffle of
+    group size channels / groups."""
+    partition = json.loads((built / "build" / "shuffle_net" / "lib" / "partition.json")
+                           .read_text())
+    region_of = {n: r["id"] for r in partition["regions"] for n in r["nodes"]}
+    assert len({region_of[n] for n in ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw")}) == 1
+    text = source(built / "build", "shuffle_net", "onednn")
+    assert "bg_dnnl_make_shuffle" in text and ".group_size = 4" in text
 
 
 def test_decline_reasons_name_the_attribute(tmp_path: Path) -> None:
