@@ -208,20 +208,21 @@ def _region_function(model: str, graph: Graph, lowered: LoweredRegion, packed: P
         counter += 1
         if before:
             code.line(before)
-        if step.fallible:
+        failed = f"return fail(env, {cnames.c_string(step.error_message)});"
+        if step.fallible and after:  # its time counts on both paths: one line after it
+            uses["env"] = True
+            with code.block(f"/* {what} */"):
+                code.line(f"const int rc = {call};")
+                code.line(after)
+                code.line(f"if (rc != 0) {failed}")
+        elif step.fallible:
             uses["env"] = True
             code.line(f"/* {what} */")
-            if after:
-                with code.block("if (" + call + " != 0)"):
-                    code.line(after)
-                    code.line(f"return fail(env, {cnames.c_string(step.error_message)});")
-            else:
-                code.line(f"if ({call} != 0) return fail(env, "
-                          f"{cnames.c_string(step.error_message)});")
+            code.line(f"if ({call} != 0) {failed}")
         else:
             code.line(f"{call}; /* {what} */")
-        if after:
-            code.line(after)
+            if after:
+                code.line(after)
     code.line("return 0;")
     unused = [f"(void){name};" for name, used in uses.items() if not used]
     header = [
