@@ -17,6 +17,10 @@
   with no Conv within two nodes before it, is rewritten: a Reshape would stop an
   activation, a BatchNormalization or a residual Add from fusing into it, and split a
   chain of Convs that a backend runs in its own layout.
+* A Transpose that moves only dims of size 1 (the others keep their order) is a Reshape:
+  the same bytes in the same order. Attention blocks with one head write one
+  ([1, 256, 1, 16] -> [1, 1, 256, 16], 35 in SegFormer); as a Reshape it is a view, where a
+  Transpose was a copy on the host, or a channel shuffle of group size 1 in oneDNN.
 * An Identity is dropped, its readers reading its input (drop_identities, after folding):
   Paddle's exporter writes one after most ops (147 in PP-OCRv6's detector), and each ended
   a chain a backend fuses (a Conv and its bias Add, then the activation). One whose output
@@ -47,6 +51,8 @@ def canonicalize(
             node.op_type = "Add"
         elif node.op_type == "PRelu" and opset < 7 and len(node.input) == 2:
             _per_channel_slope(node, constants, inferred)
+        elif node.op_type == "Transpose" and _moves_only_unit_dims(node, inferred):
+            _as_reshape(node, constants, inferred)
     _one_d_convs(nodes, constants, inferred)
 
 
@@ -179,3 +185,35 @@ def _per_channel_slope(
     name = f"{node.input[1]}/per_channel"
     constants[name] = slope.reshape((slope.size,) + (1,) * (rank - 2))
     node.input[1] = name
+
+
+def _moves_only_unit_dims(node: onnx.NodeProto, inferred: Mapping[str, TensorInfo]) -> bool:
+    x = inferred.get(node.input[0])
+    if x is None or not x.is_static or len(node.input) != 1:
+        return False
+    assert x.shape is not None
+    rank = len(x.shape)
+    perm = _perm(node, rank)
+    if sorted(perm) != list(range(rank)) or 0 in x.shape:  # 0: Reshape would copy the dim
+        return False
+    moved = [d for d in perm if x.shape[d] != 1]
+    return moved == sorted(moved)
+
+
+def _perm(node: onnx.NodeProto, rank: int) -> list[int]:
+    for attr in node.attribute:
+        if attr.name == "perm":
+            return [d + rank if d < 0 else d for d in attr.ints]
+    return list(reversed(range(rank)))
+
+
+def _as_reshape(node: onnx.NodeProto, constants: MutableMapping[str, np.ndarray],
+                inferred: Mapping[str, TensorInfo]) -> None:
+    x = inferred[node.input[0]]
+    assert x.shape is not None
+    out_shape = [x.shape[d] for d in _perm(node, len(x.shape))]
+    shape = f"{node.output[0]}/shape"
+    constants[shape] = np.array(out_shape, np.int64)
+    node.op_type = "Reshape"
+    del node.attribute[:]
+    node.input.append(shape)

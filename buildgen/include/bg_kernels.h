@@ -19,6 +19,7 @@
  * Layout of this library (each part is included from here, never on its own):
  *   bg_kernels.h  types, vector helpers, activations and the epilogue (this file)
  *   bg_math.h     exp, tanh, erf, sigmoid, GELU as branch-free code loops vectorise
+ *   bg_transpose.h bg_transpose2d: tiled transposes, the tiles transposed in registers
  *   bg_threads.h  bg_threadpool (a model instance's threads) and bg_parallel
  *   bg_gemm.h     bg_sgemm: packed, cache-blocked GEMM with a register-blocked micro-kernel
  *   bg_pack.h     bg_sgemm's packing of A and B blocks into micro-panels
@@ -372,6 +373,7 @@ static inline float *bg__align64(void *p)
     return (float *)((u + 63u) & ~(uintptr_t)63u);
 }
 
+#include "bg_transpose.h"
 #include "bg_threads.h"
 #include "bg_gemm.h"
 #ifdef BG_KERNELS_LINKS_GEMM /* a family object calling the GEMM family's (bg_kernels_conv.c) */

@@ -259,6 +259,15 @@ static inline int bg_dnnl_unary(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
         bg_dnnl_fail(m->env, what, bg_dnnl_status_name(s));
         goto done;
     }
+    const_dnnl_memory_desc_t src_want = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const_dnnl_memory_desc_t src_given = bg_dnnl_md_of(src_mem);
+    if (!dnnl_memory_desc_equal(src_want, src_given) /* make chose a layout (a pool) */
+        && !(bg_dnnl_is_dense(src_want) && bg_dnnl_is_dense(src_given))) {
+        dnnl_memory_t given = src_mem;
+        if (bg_dnnl_memory(m, src_want, DNNL_MEMORY_ALLOCATE, &src_mem, what) != 0
+            || bg_dnnl_reorder(m, r, given, src_mem, what) != 0)
+            goto done;
+    }
     if (u->ndims > 0) {
         if (bg_dnnl_view(m, r, dst, dst_md, &dst_mem) != 0) goto done;
     } else if (bg_dnnl_write(m, r, dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
@@ -279,14 +288,62 @@ typedef struct bg_dnnl_pool_spec {
     dnnl_dims_t strides, kernel, dilation, pad_l, pad_r; /* per spatial dim; dilation from 0 */
 } bg_dnnl_pool_spec;
 
+static inline dnnl_status_t bg_dnnl_pool_pd(bg_dnnl_module *m, const bg_dnnl_pool_spec *p,
+                                             const_dnnl_memory_desc_t src,
+                                             const_dnnl_memory_desc_t dst,
+                                             const_dnnl_primitive_attr_t attr,
+                                             dnnl_primitive_desc_t *pd)
+{
+    return dnnl_pooling_forward_primitive_desc_create(
+        pd, m->engine, dnnl_forward_inference, (dnnl_alg_kind_t)p->alg, src, dst, p->strides,
+        p->kernel, p->dilation, p->pad_l, p->pad_r, attr);
+}
+
+static inline int bg_dnnl_is_jit(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
+    return impl != NULL && strncmp(impl, "jit", 3) == 0;
+}
+
+/* oneDNN pools plain NC(D)HW memory with generic code (simple_nchw, ~2-4 ns an element: the
+ * global max pool over magika's [1, 512, 508] took 0.5-1 ms) and the channel-blocked and
+ * channels-last layouts with jit kernels (20 us, after a 70 us reorder). So a pool that would
+ * read a plain tensor with generic code reads it in the first layout a jit kernel takes,
+ * unless the target asked for plain layouts; bg_dnnl_unary adds the reorder. */
 static inline dnnl_status_t bg_dnnl_make_pool(bg_dnnl_module *m, const void *spec,
                                        const_dnnl_memory_desc_t src, const_dnnl_memory_desc_t dst,
                                        const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd)
 {
     const bg_dnnl_pool_spec *p = (const bg_dnnl_pool_spec *)spec;
-    return dnnl_pooling_forward_primitive_desc_create(
-        pd, m->engine, dnnl_forward_inference, (dnnl_alg_kind_t)p->alg, src, dst, p->strides,
-        p->kernel, p->dilation, p->pad_l, p->pad_r, attr);
+    dnnl_status_t s = bg_dnnl_pool_pd(m, p, src, dst, attr, pd);
+    if (s != dnnl_success || bg_dnnl_is_jit(*pd) || m->layout == BG_DNNL_PLAIN
+        || !bg_dnnl_is_dense(src) || p->spatial < 1 || p->spatial > 3)
+        return s;
+    static const dnnl_format_tag_t blocked[3][3] = {
+        {dnnl_nCw16c, dnnl_nCw8c, dnnl_nwc},
+        {dnnl_nChw16c, dnnl_nChw8c, dnnl_nhwc},
+        {dnnl_nCdhw16c, dnnl_nCdhw8c, dnnl_ndhwc},
+    };
+    const int ndims = p->spatial + 2;
+    const dnnl_dims_t *dims = NULL;
+    dnnl_memory_desc_query(src, dnnl_query_dims, &dims);
+    for (int i = m->layout == BG_DNNL_CHANNELS_LAST ? 2 : 0; i < 3; ++i) {
+        dnnl_memory_desc_t md = NULL;
+        dnnl_primitive_desc_t tried = NULL;
+        if (dnnl_memory_desc_create_with_tag(&md, ndims, *dims, dnnl_f32,
+                                             blocked[p->spatial - 1][i]) != dnnl_success)
+            continue;
+        const dnnl_status_t t = bg_dnnl_pool_pd(m, p, md, dst, attr, &tried);
+        dnnl_memory_desc_destroy(md);
+        if (t == dnnl_success && bg_dnnl_is_jit(tried)) {
+            dnnl_primitive_desc_destroy(*pd);
+            *pd = tried;
+            break;
+        }
+        if (t == dnnl_success) dnnl_primitive_desc_destroy(tried);
+    }
+    return dnnl_success;
 }
 
 typedef struct bg_dnnl_eltwise_spec { int alg; float alpha, beta; } bg_dnnl_eltwise_spec;

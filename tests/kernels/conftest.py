@@ -104,6 +104,8 @@ class Kernels:
         lib.h_act8.restype = None
         lib.h_math.argtypes = [i32, F32P, F32P, i64]
         lib.h_math.restype = None
+        lib.h_transpose2d.argtypes = [ctypes.c_void_p, ctypes.c_void_p, i64, i64, i64, i64, i64]
+        lib.h_transpose2d.restype = None
         self.lib = lib
 
     def sgemm(
@@ -188,6 +190,13 @@ class Kernels:
         y = np.empty_like(x)
         self.lib.h_math(which, fptr(x), fptr(y), x.size)
         return y
+
+    def transpose2d(self, x: np.ndarray, rows: int, cols: int, y: np.ndarray) -> None:
+        """bg_transpose2d from 2-D x (cols rows of at least `rows` elements) into 2-D y
+        (rows rows of at least `cols`), each read at its own row stride."""
+        size = x.itemsize
+        self.lib.h_transpose2d(x.ctypes.data, y.ctypes.data, rows, cols, x.strides[0] // size,
+                               y.strides[0] // size, size)
 
     def act8(self, act: int, act_alpha: float, act_beta: float, v: np.ndarray) -> np.ndarray:
         out = np.ascontiguousarray(v, dtype=np.float32).copy()

@@ -170,3 +170,12 @@ void h_math(int which, const float *x, float *y, int64_t n)
     default: for (int64_t i = 0; i < n; ++i) y[i] = bg_fminf(x[i], x[n - 1 - i]); break;
     }
 }
+
+/* bg_transpose2d: Y[a * ldy + b] = X[b * ldx + a] for a < rows, b < cols. */
+void h_transpose2d(const void *x, void *y, int64_t rows, int64_t cols, int64_t ldx, int64_t ldy,
+                   int64_t size);
+void h_transpose2d(const void *x, void *y, int64_t rows, int64_t cols, int64_t ldx, int64_t ldy,
+                   int64_t size)
+{
+    bg_transpose2d(x, y, rows, cols, ldx, ldy, (size_t)size);
+}

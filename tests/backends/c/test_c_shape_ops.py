@@ -71,6 +71,24 @@ MOVE = [
         {"x": rand(RNG, 2, 3, 4, 5)},
         ["y"],
     ),
+    # Tiled (bg_transpose2d): full 8x8 tiles, edges in both directions, more than one
+    # 64-element block, outer loops around the 2-D transposes, and 8- and 1-byte elements.
+    Case("transpose_tiled_edges", [node("Transpose", ["x"], ["y"], perm=[0, 2, 1])],
+         {"x": rand(RNG, 3, 20, 37)}, ["y"]),
+    Case("transpose_tiled_blocks", [node("Transpose", ["x"], ["y"])], {"x": rand(RNG, 70, 136)},
+         ["y"]),
+    Case("transpose_tiled_nhwc", [node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+         {"x": rand(RNG, 2, 16, 9, 11)}, ["y"]),
+    Case("transpose_tiled_inner_outer", [node("Transpose", ["x"], ["y"], perm=[2, 1, 0])],
+         {"x": rand(RNG, 12, 3, 10)}, ["y"]),
+    Case("transpose_tiled_int64", [node("Transpose", ["x"], ["y"])],
+         {"x": RNG.integers(-99, 99, (9, 21)).astype(np.int64)}, ["y"]),
+    Case("transpose_tiled_bool", [node("Transpose", ["x"], ["y"])],
+         {"x": RNG.random((17, 12)) > 0.5}, ["y"]),
+    # Moves only dims of 1: imported as a Reshape, a view.
+    Case("transpose_unit_dims", [node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
+                                 node("Relu", ["t"], ["y"])], {"x": rand(RNG, 1, 6, 1, 5)},
+         ["y"]),
     Case(
         "concat_axis1",
         [node("Concat", ["a", "b", "c"], ["y"], axis=1)],
@@ -236,6 +254,23 @@ def test_a_concat_of_pieces_made_for_it_is_not_run(results: CaseResults) -> None
     assert " *   Concat 'concat_kept.Concat_2'" in source
     assert " *   Concat 'concat_kept.Concat_5'" in source
     assert "written in place in 'concat_kept." not in source
+
+
+def test_transposes_copy_in_tiles_unless_thin(results: CaseResults) -> None:
+    """A transpose with both sides at least 8 long is bg_transpose2d's tiles (under loops
+    over the other dims); a thinner one is the plain loop nest; one that moves only dims of
+    1 is no kernel at all."""
+    source = results.source
+    for call in ("bg_transpose2d(X + i0 * 740, Y + i0 * 740, 37, 20, 37, 20, sizeof *X);",
+                 "bg_transpose2d(X, Y, 136, 70, 136, 70, sizeof *X);",
+                 "bg_transpose2d(X + i0 * 1584, Y + i0 * 1584, 99, 16, 99, 16, sizeof *X);",
+                 "bg_transpose2d(X + i0 * 10, Y + i0 * 12, 10, 12, 30, 36, sizeof *X);",
+                 "bg_transpose2d(X, Y, 21, 9, 21, 9, sizeof *X);",
+                 "bg_transpose2d(X, Y, 12, 17, 12, 17, sizeof *X);"):
+        assert call in source
+    assert source.count("bg_transpose2d(") == 6  # not transpose_default, transpose_perm
+    assert "Transpose 'transpose_unit_dims." not in source
+    assert "const float *transpose_unit_dims_t = transpose_unit_dims_x; /* view" in source
 
 
 def test_slice_opset9_attributes(

@@ -158,6 +158,21 @@ def shuffle_net() -> onnx.ModelProto:
     return b.model()
 
 
+def plain_pools() -> onnx.ModelProto:
+    """Pools reading the model's plain inputs, which oneDNN pools with generic code: they
+    read a blocked copy instead (bg_dnnl_make_pool). Channels not a whole block, 1-D to 3-D,
+    a global max pool over a long row as magika's."""
+    b = Builder("plain_pools")
+    s = b.input("s", [1, 20, 300])
+    b.outputs.append(b.node("GlobalMaxPool", [s], "gmax_1d"))
+    x = b.input("x", [1, 5, 11, 11])
+    b.outputs.append(b.node("MaxPool", [x], "max_2d", kernel_shape=[3, 3], strides=[2, 2]))
+    b.outputs.append(b.node("AveragePool", [x], "avg_2d", kernel_shape=[2, 2], pads=[1, 1, 1, 1]))
+    v = b.input("v", [1, 6, 4, 5, 6])
+    b.outputs.append(b.node("GlobalAveragePool", [v], "gavg_3d"))
+    return b.model()
+
+
 SWEEP = Case("resize_sweep", resize_sweep, {"x": (1, 2, 6, 7)}, ("Resize",))
 # (case, nodes oneDNN runs, nodes the c host runs); node names are "/<output>".
 IMAGE_CASES = (
@@ -172,6 +187,9 @@ IMAGE_CASES = (
     (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
     (Case("concat_net", concat_net, {"x": (1, 8, 9, 9), "v": (1, 8, 9, 4)}, ("Concat",)),
      ("/c", "/d_bn", "/d", "/f", "/g_pool", "/g_bn", "/g", "/cat_w"), ("/cat_const",)),
+    (Case("plain_pools", plain_pools, {"s": (1, 20, 300), "x": (1, 5, 11, 11),
+                                       "v": (1, 6, 4, 5, 6)}, ("GlobalMaxPool",)),
+     ("/gmax_1d", "/max_2d", "/avg_2d", "/gavg_3d"), ()),
     (Case("shuffle_net", shuffle_net, {"x": (1, 12, 6, 6)}, ("Conv",)),
      ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw", "/in_r1", "/in_t", "/in_r2"),
      ("/flat_r1", "/flat_t", "/flat_r2")),

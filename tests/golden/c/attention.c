@@ -116,11 +116,7 @@ static void k3_transpose(const float *restrict X, float *restrict Y)
 static void k4_transpose(const float *restrict X, float *restrict Y)
 {
     for (int64_t i0 = 0; i0 < 2; ++i0) {
-        for (int64_t i1 = 0; i1 < 16; ++i1) {
-            for (int64_t i2 = 0; i2 < 8; ++i2) {
-                Y[i0 * 128 + i1 * 8 + i2] = X[i0 * 128 + i1 + i2 * 16];
-            }
-        }
+        bg_transpose2d(X + i0 * 128, Y + i0 * 128, 16, 8, 16, 8, sizeof *X);
     }
 }
 

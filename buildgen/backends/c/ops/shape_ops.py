@@ -24,7 +24,7 @@ from buildgen.backends.c.ops.common import (
     normalize_axis,
     present,
 )
-from buildgen.backends.c.ops.copy import chunked_copy, strided_copy
+from buildgen.backends.c.ops.copy import chunked_copy, strided_copy, tiled_transpose
 from buildgen.backends.c.registry import OpEntry
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
@@ -46,12 +46,10 @@ def _lower_transpose(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     in_strides = contiguous_strides(shape)
     out_shape = tuple(shape[p] for p in perm)
     code = Code()
-    strided_copy(
-        code,
-        out_shape,
-        ("X", [in_strides[p] for p in perm], 0),
-        ("Y", contiguous_strides(out_shape), 0),
-    )
+    src = ("X", [in_strides[p] for p in perm], 0)
+    dst = ("Y", contiguous_strides(out_shape), 0)
+    if not tiled_transpose(code, out_shape, src, dst, "sizeof *X"):
+        strided_copy(code, out_shape, src, dst)
     return Kernel(kernel_stem(nodes), tuple(nodes), _io_params(ctx, node), code.lines)
 
 
