@@ -108,6 +108,8 @@ def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool
         return rules.anchor_reason(node, graph) is None
     if budget <= 0 or node.op not in EPILOGUE_OPS:
         return False
+    if _compound_continues(node, graph, rules, budget):
+        return True
     for chain in chain_candidates(node, graph):
         step = step_for(node, graph, chain)
         producer = graph.producer(chain)
@@ -116,6 +118,18 @@ def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool
         if _continues(producer, graph, rules, budget - 1):
             return True
     return _starts_after_anchor(node, graph, rules)
+
+
+def _compound_continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
+    """Whether `node` ends a GELU or SiLU (one step) that continues a chain: a residual Add
+    after a Conv's SiLU (YOLOv5's bottlenecks) fuses as the Conv's next post-op, although the
+    SiLU's input, read twice, is no chain candidate."""
+    compound = compound_at(node, graph, rules)
+    if compound is None or isinstance(compound, Shuffle) \
+            or compound.match.output != node.outputs[0]:
+        return False
+    producer = graph.producer(compound.match.source)
+    return producer is not None and _continues(producer, graph, rules, budget - 1)
 
 
 def _starts_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> bool:
@@ -170,11 +184,18 @@ def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str
     Steps may also start the chain where an anchor of rules.steps_after computes their
     input."""
     first = nodes[0]
-    if first.op not in rules.anchors:
-        compound = compound_at(first, graph, rules)
-        if compound is not None and compound.match.nodes == tuple(nodes):
-            return None
-    if first.op in rules.anchors:
+    compound = compound_at(first, graph, rules) if first.op not in rules.anchors else None
+    if compound is not None and compound.match.nodes == tuple(nodes):
+        return None
+    if compound is not None and not isinstance(compound, Shuffle) \
+            and tuple(nodes[:len(compound.match.nodes)]) == compound.match.nodes:
+        # steps after a GELU or SiLU: the anchor computing its input takes them all
+        producer = graph.producer(compound.match.source)
+        if producer is None or not _continues(producer, graph, rules, rules.max_steps - 1):
+            return (f"steps after {first.op} run on {rules.kind} only where it is fused after "
+                    f"{rules.describe()}")
+        i, source = 0, compound.match.source
+    elif first.op in rules.anchors:
         reason = rules.anchor_reason(first, graph)
         if reason is not None:
             return reason

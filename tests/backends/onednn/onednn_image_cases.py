@@ -158,6 +158,31 @@ def shuffle_net() -> onnx.ModelProto:
     return b.model()
 
 
+def _silu(b: Builder, x: str, name: str) -> str:
+    return b.node("Mul", [x, b.node("Sigmoid", [x], f"{name}_sig")], name)
+
+
+def silu_residual() -> onnx.ModelProto:
+    """YOLOv5's bottleneck, x + SiLU(Conv(SiLU(Conv(x)))), after a stem Conv: the residual
+    Add follows a SiLU, whose input (read twice) is no chain. And a MatMul's erf GELU with
+    a residual Add after it."""
+    b = Builder("silu_residual")
+    x = b.input("x", [1, 8, 7, 7])
+    x = _silu(b, b.node("Conv", [x, b.weight("w0", [8, 8, 3, 3])], "c0", pads=[1, 1, 1, 1]),
+              "s0")
+    y = _silu(b, b.node("Conv", [x, b.weight("w1", [8, 8, 1, 1])], "c1"), "s1")
+    y = _silu(b, b.node("Conv", [y, b.weight("w2", [8, 8, 3, 3])], "c2", pads=[1, 1, 1, 1]),
+              "s2")
+    b.outputs.append(b.node("Add", [x, y], "res"))
+    t = b.input("t", [2, 5, 12])
+    h = b.node("MatMul", [t, b.weight("wm", [12, 12])], "mm")
+    erf = b.node("Erf", [b.node("Div", [h, _floats(b, "sqrt2", [2 ** 0.5])], "g_div")], "g_erf")
+    g = b.node("Add", [erf, _floats(b, "one", [1.0])], "g_add")
+    g = b.node("Mul", [b.node("Mul", [h, g], "g_mul"), _floats(b, "half", [0.5])], "g_half")
+    b.outputs.append(b.node("Add", [g, t], "g_res"))
+    return b.model()
+
+
 def plain_pools() -> onnx.ModelProto:
     """Pools reading the model's plain inputs, which oneDNN pools with generic code: they
     read a blocked copy instead (bg_dnnl_make_pool). Channels not a whole block, 1-D to 3-D,
@@ -187,6 +212,9 @@ IMAGE_CASES = (
     (Case("upsample9", upsample9, {"x": (1, 2, 4, 5)}, ("Upsample",)), ("/near",), ("/lin",)),
     (Case("concat_net", concat_net, {"x": (1, 8, 9, 9), "v": (1, 8, 9, 4)}, ("Concat",)),
      ("/c", "/d_bn", "/d", "/f", "/g_pool", "/g_bn", "/g", "/cat_w"), ("/cat_const",)),
+    (Case("silu_residual", silu_residual, {"x": (1, 8, 7, 7), "t": (2, 5, 12)}, ("Conv",)),
+     ("/c0", "/s0", "/c1", "/s1", "/c2", "/s2", "/res", "/mm", "/g_div", "/g_half", "/g_res"),
+     ()),
     (Case("plain_pools", plain_pools, {"s": (1, 20, 300), "x": (1, 5, 11, 11),
                                        "v": (1, 6, 4, 5, 6)}, ("GlobalMaxPool",)),
      ("/gmax_1d", "/max_2d", "/avg_2d", "/gavg_3d"), ()),

@@ -118,6 +118,21 @@ def test_a_channel_shuffle_keeps_the_convolutions_in_one_region(built: Path) -> 
     assert "bg_dnnl_make_shuffle" in text and ".group_size = 4" in text
 
 
+def test_steps_after_a_silu_or_gelu_fuse_into_its_anchor(built: Path) -> None:
+    """YOLOv5's bottleneck is one region whose residual Add is the last Conv's post-op
+    (after its swish); a GELU's residual Add is the MatMul's, after its gelu_erf."""
+    partition = json.loads((built / "build" / "silu_residual" / "lib" / "partition.json")
+                           .read_text())
+    assert len(partition["regions"]) == 1
+    text = source(built / "build", "silu_residual", "onednn")
+    conv = text[text.index("Conv '/c2'"):]
+    conv = conv[:conv.index("bg_dnnl_conv(")]
+    assert "dnnl_eltwise_swish" in conv and "Add '/res'" in conv
+    matmul = text[text.index("MatMul '/mm'"):]
+    matmul = matmul[:matmul.index("bg_dnnl_matmul(")]
+    assert "dnnl_eltwise_gelu_erf" in matmul and "Add '/g_res'" in matmul
+
+
 def test_decline_reasons_name_the_attribute(tmp_path: Path) -> None:
     backend = OneDNNBackend()
     graph, _ = imported(resize_declined(), {"x": (1, 3, 6, 8)}, tmp_path)
