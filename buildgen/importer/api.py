@@ -87,7 +87,7 @@ def import_model(
     kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
 
     outputs = [o.name for o in onnx_graph.output]
-    kept = hard_activations(drop_identities(kept, outputs), constants, outputs)
+    kept = hard_activations(drop_identities(kept, outputs, constants), constants, outputs)
     kept = fold_affine(kept, constants, inferred, outputs)
     flush_denormal_weights(constants)
     _check_outputs(

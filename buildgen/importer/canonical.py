@@ -24,7 +24,10 @@
 * An Identity is dropped, its readers reading its input (drop_identities, after folding):
   Paddle's exporter writes one after most ops (147 in PP-OCRv6's detector), and each ended
   a chain a backend fuses (a Conv and its bias Add, then the activation). One whose output
-  is a graph output stays: the output keeps its name.
+  is a graph output stays: the output keeps its name. So is a Dropout at inference whose
+  mask nothing reads: SqueezeNet's, between its last fire module and its classifier, split
+  the oneDNN region in two (the Concat before it wrote a plain layout with oneDNN's
+  reference code, the Conv after it reordered it back).
 """
 
 from __future__ import annotations
@@ -56,21 +59,36 @@ def canonicalize(
     _one_d_convs(nodes, constants, inferred)
 
 
-def drop_identities(nodes: Sequence[onnx.NodeProto],
-                    outputs: Sequence[str]) -> list[onnx.NodeProto]:
-    """`nodes` without their Identity nodes (but those writing a graph output)."""
+def drop_identities(nodes: Sequence[onnx.NodeProto], outputs: Sequence[str],
+                    constants: Mapping[str, np.ndarray]) -> list[onnx.NodeProto]:
+    """`nodes` without their Identity nodes, nor the Dropouts that are one (but those
+    writing a graph output)."""
     source: dict[str, str] = {}  # an Identity's output -> the value it copies
     kept: list[onnx.NodeProto] = []
     # Names a subgraph (If, Loop, Scan) reads from the outer scope are not renamed there.
     stays = {*outputs, *_subgraph_reads(nodes)}
+    read = {name for node in nodes for name in node.input} | stays
     for node in nodes:
         node.input[:] = [source.get(name, name) for name in node.input]
-        if node.op_type == "Identity" and node.domain in ("", "ai.onnx") \
-                and node.output[0] not in stays:
+        if _is_identity(node, read, constants) and node.output[0] not in stays:
             source[node.output[0]] = node.input[0]
             continue
         kept.append(node)
     return kept
+
+
+def _is_identity(node: onnx.NodeProto, read: set[str],
+                 constants: Mapping[str, np.ndarray]) -> bool:
+    """An Identity, or a Dropout at inference (no training_mode, or a constant false one)
+    whose mask nothing reads: it passes its input through."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type == "Identity":
+        return True
+    if node.op_type != "Dropout" or any(name in read for name in node.output[1:] if name):
+        return False
+    training = node.input[2] if len(node.input) > 2 else ""
+    return not training or (training in constants and not bool(constants[training].any()))
 
 
 def _subgraph_reads(nodes: Sequence[onnx.NodeProto]) -> set[str]:

@@ -410,3 +410,24 @@ def test_identities_are_dropped_but_a_graph_outputs(tmp_path: Path) -> None:
     assert [(n.name, n.op, n.inputs[0]) for n in result.graph.nodes] == [
         ("conv", "Conv", "x"), ("relu", "Relu", "c"), ("id_out", "Identity", "r")]
     _check_numerics(model, result)
+
+
+def test_inference_dropouts_are_dropped_unless_in_training_or_their_mask_is_read(
+        tmp_path: Path) -> None:
+    """A Dropout with no training_mode, or a constant false one, passes its input through
+    and goes like an Identity; one in training mode, or whose mask a node reads, stays."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("Dropout", ["a"], ["d1"], name="plain"),
+             helper.make_node("Dropout", ["d1", "ratio", "off"], ["d2", ""], name="off"),
+             helper.make_node("Dropout", ["d2", "ratio", "run_time"], ["d3"], name="run_time"),
+             helper.make_node("Dropout", ["d3", "ratio"], ["d4", "mask"], name="masked"),
+             helper.make_node("Cast", ["mask"], ["m"], to=F32, name="cast"),
+             helper.make_node("Add", ["d4", "m"], ["y"], name="add")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F32, [2, 3]),
+                               helper.make_tensor_value_info("run_time", TensorProto.BOOL, [])],
+                       [helper.make_tensor_value_info("y", F32, [2, 3])],
+                       {"ratio": np.array(0.5, np.float32), "off": np.array(False)})
+    result = import_model(save(model, tmp_path), {})
+    assert [(n.name, n.op, n.inputs[0]) for n in result.graph.nodes] == [
+        ("relu", "Relu", "x"), ("run_time", "Dropout", "a"), ("masked", "Dropout", "d3"),
+        ("cast", "Cast", "mask"), ("add", "Add", "d4")]
