@@ -51,7 +51,8 @@ enum bg_act {
     BG_ACT_LEAKY_RELU = 2, /* act_alpha = slope for x < 0 */
     BG_ACT_CLIP = 3,       /* act_alpha = min, act_beta = max */
     BG_ACT_SIGMOID = 4,
-    BG_ACT_TANH = 5
+    BG_ACT_TANH = 5,
+    BG_ACT_HARDSWISH = 6 /* x * clamp(x/6 + 1/2, 0, 1), as bg_hardswishf */
 };
 
 /* Epilogue applied to every C element after the product:
@@ -83,7 +84,7 @@ static inline float bg_hardsigmoidf(float x, float alpha, float beta)
 }
 static inline float bg_hardswishf(float x)
 {
-    const float v = x / 6.0f + 0.5f, c = v > 0.0f ? v : 0.0f;
+    const float v = x * (1.0f / 6.0f) + 0.5f, c = v > 0.0f ? v : 0.0f; /* ONNX's alpha */
     return x * (c < 1.0f ? c : 1.0f);
 }
 
@@ -114,6 +115,7 @@ static inline float bg_act_scalar(float v, const bg_epilogue *ep)
         return v > ep->act_beta ? ep->act_beta : v;
     case BG_ACT_SIGMOID: return bg_sigmoidf(v);
     case BG_ACT_TANH: return bg_tanhf(v);
+    case BG_ACT_HARDSWISH: return bg_hardswishf(v);
     default: return v;
     }
 }
@@ -131,6 +133,13 @@ typedef double bg_v4d __attribute__((vector_size(32))); /* for 64-bit lane permu
 #define BG_SPLAT8(x) ((bg_v8f){(x), (x), (x), (x), (x), (x), (x), (x)})
 /* Select by an all-ones/all-zeros lane mask (the result of a vector comparison). */
 #define BG_BLEND8(mask, a, b) ((bg_v8f)(((bg_v8i)(a) & (mask)) | ((bg_v8i)(b) & ~(mask))))
+/* v = HardSwish(v) in vector type T, with bg_hardswishf's operations (so its bits). */
+#define BG__HARDSWISH(v, T, SPLAT, BLEND)                                                          \
+    do {                                                                                           \
+        const T c_ = (v) * SPLAT(1.0f / 6.0f) + SPLAT(0.5f);                                       \
+        const T lo_ = BLEND(c_ > SPLAT(0.0f), c_, SPLAT(0.0f));                                    \
+        (v) = (v) * BLEND(lo_ < SPLAT(1.0f), lo_, SPLAT(1.0f));                                    \
+    } while (0)
 
 /* Lane shuffles (GCC >= 12, Clang) for the transposes in packing and strided windows;
  * without them those paths fall back to scalar loops. */
@@ -242,6 +251,7 @@ static inline void bg__act8(bg_v8f *v, const bg_epilogue *ep)
     }
     case BG_ACT_SIGMOID: bg__sigmoid8(v); break;
     case BG_ACT_TANH: bg__tanh8(v); break;
+    case BG_ACT_HARDSWISH: BG__HARDSWISH(*v, bg_v8f, BG_SPLAT8, BG_BLEND8); break;
     default: break;
     }
 }

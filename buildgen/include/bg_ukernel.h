@@ -35,7 +35,8 @@ static inline void bg__tile_ep_init(bg__tile_ep *te, const bg_epilogue *ep, int6
         te->col_bias = r.bias_vec;
     }
     te->rows_only = !te->col_scale && !te->col_bias &&
-                    (ep->act == BG_ACT_NONE || ep->act == BG_ACT_RELU || ep->act == BG_ACT_CLIP);
+                    (ep->act == BG_ACT_NONE || ep->act == BG_ACT_RELU || ep->act == BG_ACT_CLIP ||
+                     ep->act == BG_ACT_HARDSWISH);
 }
 
 /* bg__tile_ep8 for a rows_only epilogue (a convolution's bias and batch norm, then ReLU or
@@ -55,6 +56,8 @@ __attribute__((always_inline)) static inline void bg__tile_ep8_rows(bg_v8f *v,
         const bg_v8f lo = BG_SPLAT8(te->ep->act_alpha), hi = BG_SPLAT8(te->ep->act_beta);
         *v = BG_BLEND8(*v < lo, lo, *v);
         *v = BG_BLEND8(*v > hi, hi, *v);
+    } else if (te->ep->act == BG_ACT_HARDSWISH) {
+        BG__HARDSWISH(*v, bg_v8f, BG_SPLAT8, BG_BLEND8);
     }
 }
 
@@ -117,6 +120,8 @@ __attribute__((always_inline)) static inline void bg__tile_ep16(bg__v16f *v, con
         const bg__v16f lo = BG__SPLAT16(te->ep->act_alpha), hi = BG__SPLAT16(te->ep->act_beta);
         *v = BG__BLEND16(*v < lo, lo, *v);
         *v = BG__BLEND16(*v > hi, hi, *v);
+    } else if (te->ep->act == BG_ACT_HARDSWISH) {
+        BG__HARDSWISH(*v, bg__v16f, BG__SPLAT16, BG__BLEND16);
     }
 }
 

@@ -87,7 +87,7 @@ def _fmin_fmax_reference(which: int, x: np.ndarray) -> np.ndarray:
     one, zero = np.float32(1), np.float32(0)
     with np.errstate(invalid="ignore", over="ignore"):
         if which == 4:
-            return x * np.fmin(one, np.fmax(zero, x / np.float32(6) + np.float32(0.5)))
+            return x * np.fmin(one, np.fmax(zero, x * np.float32(1 / 6) + np.float32(0.5)))
         if which == 5:
             return np.fmin(one, np.fmax(zero, np.float32(0.3) * x + np.float32(0.4)))
         return (np.fmax if which == 6 else np.fmin)(x, x[::-1])

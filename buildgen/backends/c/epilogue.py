@@ -80,6 +80,8 @@ def activation_of(ctx: LowerContext, node: Node) -> Activation | None:
         return Activation("BG_ACT_SIGMOID")
     if node.op == "Tanh":
         return Activation("BG_ACT_TANH")
+    if node.op == "HardSwish":  # PP-LCNet and MobileNetV3 end their convolutions so
+        return Activation("BG_ACT_HARDSWISH")
     if node.op == "Clip" and ctx.dtype(node.inputs[0]) == DType.FLOAT32:
         lo = _clip_bound(ctx, node, 1, "min", -math.inf)
         hi = _clip_bound(ctx, node, 2, "max", math.inf)

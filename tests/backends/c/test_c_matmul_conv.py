@@ -136,6 +136,15 @@ CONV = [
     _conv("conv_same_lower", (1, 3, 7, 7), (2, 3, 4, 4), auto_pad="SAME_LOWER"),
     _conv("conv_valid_sigmoid", (1, 3, 7, 7), (2, 3, 3, 3), act="Sigmoid", auto_pad="VALID"),
     _conv("conv_1d", (2, 3, 20), (4, 3, 5), pads=[2, 2], strides=[2]),
+    # HardSwish as the epilogue of each form: the micro-kernel's store (1x1, 3x3), the pixel
+    # form (few channels, strided) and the depthwise direct form; inputs cross [-3, 3].
+    _conv("conv_pointwise_hardswish", (1, 16, 9, 9), (32, 16, 1, 1), act="HardSwish"),
+    _conv("conv_3x3_hardswish", (1, 16, 12, 12), (24, 16, 3, 3), act="HardSwish",
+          pads=[1, 1, 1, 1]),
+    _conv("conv_pixel_hardswish", (1, 3, 20, 20), (16, 3, 3, 3), act="HardSwish",
+          strides=[2, 2], pads=[1, 1, 1, 1]),
+    _conv("conv_depthwise_hardswish", (1, 8, 10, 10), (8, 1, 3, 3), act="HardSwish", group=8,
+          pads=[1, 1, 1, 1]),
     Case(
         "conv_add_bias_leaky",
         [
@@ -278,6 +287,7 @@ def test_epilogues_are_fused(results: CaseResults) -> None:
     assert "_conv_relu(" in text and "_conv_add_leakyrelu(" in text
     assert ".act = BG_ACT_CLIP, .act_alpha = 0.0f, .act_beta = 1.5f" in text
     assert "_matmul_add_tanh(" in text and ".act = BG_ACT_TANH" in text
+    assert text.count(".act = BG_ACT_HARDSWISH") == 4 and "_conv_hardswish(" in text
 
 
 def test_scalar_scales_fold_into_alpha(results: CaseResults) -> None:
