@@ -105,11 +105,31 @@ def file_digest(path: str, memo: DigestMemo | None = None) -> str:
         return MISSING
     # A file changed within RACY_S could change again within its mtime's granularity
     # without its stamp changing: hashed every time until it has settled.
-    if memo is None or info.st_size < MEMO_MIN_BYTES or time.time() - info.st_mtime < RACY_S:
+    if time.time() - info.st_mtime < RACY_S:
         return _hash_file(path)
-    fingerprint = ["file", os.path.realpath(path), info.st_size, info.st_mtime_ns,
-                   info.st_ctime_ns, info.st_ino]
-    return memo.get_or_compute(fingerprint, lambda: _hash_file(path))
+    stamp = (os.path.abspath(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+             info.st_ino, info.st_dev)
+    if (known := _SEEN.get(stamp)) is not None:
+        return known
+    if memo is None or info.st_size < MEMO_MIN_BYTES:
+        digest = _hash_file(path)
+    else:
+        fingerprint = ["file", os.path.realpath(path), info.st_size, info.st_mtime_ns,
+                       info.st_ctime_ns, info.st_ino]
+        digest = memo.get_or_compute(fingerprint, lambda: _hash_file(path))
+    if digest != MISSING:  # gone between the stat and the read: not a digest to keep
+        if len(_SEEN) >= _SEEN_LIMIT:
+            _SEEN.clear()
+        _SEEN[stamp] = digest
+    return digest
+
+
+# Digests this process has computed, by the same stamp as the on-disk memo's: a worker's
+# runner (buildgen/worker/runner.py) serves many actions, and each compile's ~40 headers
+# then cost a stat each instead of a read and a hash. Bounded; a stamp that matches is
+# the same file as far as ccache's direct mode and ninja's deps log trust it.
+_SEEN: dict[tuple[str, int, int, int, int, int], str] = {}
+_SEEN_LIMIT = 50_000
 
 
 class DigestMemo(Protocol):

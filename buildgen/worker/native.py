@@ -9,16 +9,24 @@ named by the digest of its source, so an edited client.c is rebuilt and an uncha
 never is; it is one of gen's outputs, so ninja runs gen again if it goes missing. Where no
 C compiler works (or BUILDGEN_WORKER_CLIENT=python), build.ninja starts actions through
 client.py, as before: the two speak the same protocol.
+
+The compiled program is also kept in the user's worker folder (private to the user, see
+client.worker_dir), named by the source's digest and the compiler's path, size and mtime:
+compiling it took 0.15 s of the 0.5 s gen of a new one-model project, every new project.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from buildgen.fsutil import write_atomic
+from buildgen.worker.client import worker_dir
 
 SOURCE = Path(__file__).with_name("client.c")
 ENV_CLIENT = "BUILDGEN_WORKER_CLIENT"  # python: start actions through client.py
@@ -40,6 +48,32 @@ def compiled_client() -> bytes | None:
     compiler = shutil.which(os.environ.get("CC") or "cc")
     if compiler is None:
         return None
+    kept = _kept_path(compiler)
+    if kept is not None:
+        with contextlib.suppress(OSError):
+            return kept.read_bytes()
+    binary = _compile(compiler)
+    if binary is not None and kept is not None:
+        with contextlib.suppress(OSError):
+            write_atomic(kept, binary, executable=True)
+    return binary
+
+
+def _kept_path(compiler: str) -> Path | None:
+    """Where this machine keeps the client compiled by `compiler`, or None (no safe folder)."""
+    folder = worker_dir()
+    if folder is None:
+        return None
+    try:
+        info = os.stat(compiler)
+        source = SOURCE.read_bytes()
+    except OSError:
+        return None
+    stamp = f"{os.path.realpath(compiler)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode()
+    return Path(folder) / f"client-{hashlib.sha256(stamp + source).hexdigest()[:24]}"
+
+
+def _compile(compiler: str) -> bytes | None:
     with tempfile.TemporaryDirectory(prefix="buildgen-client-") as scratch:
         program = os.path.join(scratch, "client")
         try:

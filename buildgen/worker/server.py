@@ -12,36 +12,27 @@ import contextlib
 import fcntl
 import gc
 import importlib
-import marshal
 import os
 import pkgutil
+import selectors
 import signal
 import socket
 import struct
 import sys
-import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from buildgen.resources import site_folder_stamps
-from buildgen.worker.client import (
-    DONE,
-    HEADER_BYTES,
-    STARTED,
-    decode_number,
-    encode_number,
-    socket_name,
-    socket_path,
-)
+from buildgen.worker.client import socket_name, socket_path
 from buildgen.worker.identity import worker_identity
-from buildgen.worker.stages import run_main, run_stage
+from buildgen.worker.runner import HAND_OFF, IDLE, run_forever
 
 ENV_IDLE = "BUILDGEN_WORKER_IDLE"
 DEFAULT_IDLE_S = 300.0
 STALE_S = 24 * 3600.0
 # What Python stages import besides buildgen itself (they import it lazily: warm it here).
 _LIBRARIES = ("numpy", "onnx", "onnx.numpy_helper", "onnx.reference", "yaml", "jsonschema")
-_MAX_REQUEST = 64 << 20  # an action's argv and environment: far less
 
 
 def main(argv: Sequence[str]) -> int:
@@ -88,7 +79,7 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, _stop)
     served = [0]  # actions handed to children, counted as they are
     try:
-        why = _serve(listener, _idle_seconds(), served)
+        why = _serve(listener, _idle_seconds(), served, lock)
     except _Stopped:
         why = "stopped (SIGTERM)"
     finally:
@@ -154,120 +145,122 @@ def _warm() -> None:
             importlib.import_module(module.name)
 
 
-def _serve(listener: socket.socket, idle: float, served: list[int]) -> str:
-    """Serve until idle, counting actions in `served`; why it stopped."""
+def _serve(listener: socket.socket, idle: float, served: list[int], lock: int) -> str:
+    """Serve until idle, counting actions in `served`; why it stopped. `lock` is the
+    worker's own (its runners do not hold it)."""
     sites = site_folder_stamps()
-    children: set[int] = set()
-    listener.settimeout(idle)
-    while True:
+    pool = _Runners(listener, lock)
+    try:
+        while True:
+            events = pool.selector.select(timeout=idle)
+            if not events:
+                if not pool.busy:
+                    return f"idle for {idle:g} s"
+                continue
+            for key, _mask in events:
+                if key.fileobj is not listener:
+                    pool.heard_from(key.data)
+                    continue
+                conn, _ = listener.accept()
+                if site_folder_stamps() != sites:
+                    conn.close()  # the client runs the action itself
+                    return "Python distributions changed"
+                if not _same_user(conn):
+                    conn.close()
+                    continue
+                conn.setblocking(True)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pool.hand(conn)
+                served[0] += 1
+    finally:
+        pool.close()
+
+
+@dataclass
+class _Runner:
+    pid: int
+    control: socket.socket  # the worker's end of the pair; the runner holds the other
+
+
+class _Runners:
+    """The worker's runners (runner.py): idle ones get the next connection, and a new one
+    is forked when all are busy, so parallel ninja jobs get parallel processes with no
+    pool to size. At most MAX_IDLE wait between builds; the rest are let go."""
+
+    MAX_IDLE = max(2, os.cpu_count() or 2)
+
+    def __init__(self, listener: socket.socket, lock: int):
+        self.listener = listener
+        self.lock = lock
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(listener, selectors.EVENT_READ)
+        self.idle: list[_Runner] = []
+        self.busy: dict[int, _Runner] = {}
+        # The kernel reaps runners as they exit (a runner sets it back for its own
+        # children): the worker wants no statuses, and an end-of-file on a runner's socket
+        # comes just before its exit, so a waitpid there would race it.
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+    def hand(self, conn: socket.socket) -> None:
+        """Give `conn` to a runner; the worker keeps no copy of it."""
         try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            _reap(children)
-            if not children:
-                return f"idle for {idle:g} s"
-            continue
-        _reap(children)
-        if site_folder_stamps() != sites:
-            conn.close()  # the client runs the action itself
-            return "Python distributions changed"
-        if not _same_user(conn):
+            while self.idle:
+                runner = self.idle.pop()
+                try:
+                    socket.send_fds(runner.control, [HAND_OFF], [conn.fileno()])
+                except OSError:
+                    self._forget(runner)  # it died while idle
+                    continue
+                self.busy[runner.pid] = runner
+                return
+            self._fork(conn)
+        finally:
             conn.close()
-            continue
-        conn.settimeout(None)
-        sys.stdout.flush()
-        sys.stderr.flush()
+
+    def _fork(self, conn: socket.socket) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
-            listener.close()
-            os._exit(_serve_one(conn))
-        children.add(pid)
-        served[0] += 1
-        conn.close()
+            ours.close()
+            self.listener.close()
+            os.close(self.lock)
+            for other in (*self.idle, *self.busy.values()):
+                other.control.close()  # so that each runner alone holds its own end
+            run_forever(theirs, conn)
+        theirs.close()
+        runner = _Runner(pid, ours)
+        self.busy[pid] = runner
+        self.selector.register(ours, selectors.EVENT_READ, runner)
 
+    def heard_from(self, runner: _Runner) -> None:
+        """A runner reports idle, or has gone (its end closed)."""
+        try:
+            message = runner.control.recv(1)
+        except OSError:
+            message = b""
+        self.busy.pop(runner.pid, None)
+        if message != IDLE or len(self.idle) >= self.MAX_IDLE:
+            self._forget(runner)
+            return
+        self.idle.append(runner)
 
-def _reap(children: set[int]) -> None:
-    for pid in list(children):
-        with contextlib.suppress(ChildProcessError):
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done == 0:
-                continue
-        children.discard(pid)
+    def _forget(self, runner: _Runner) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(runner.control)
+        runner.control.close()  # an idle runner sees the end and exits
+        self.busy.pop(runner.pid, None)
+
+    def close(self) -> None:
+        for runner in (*self.idle, *self.busy.values()):
+            runner.control.close()
+        self.selector.close()
 
 
 def _same_user(conn: socket.socket) -> bool:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     return uid == os.getuid()
-
-
-def _serve_one(conn: socket.socket) -> int:
-    """In the forked child: become the action's process, run the wrapper, report."""
-    try:
-        os.setpgid(0, 0)  # the client forwards ninja's interrupts to this group
-        header, fds, _flags, _addr = socket.recv_fds(conn, HEADER_BYTES, 3)
-        if len(header) != HEADER_BYTES or len(fds) != 3:
-            return 1
-        size = decode_number(header)
-        if size > _MAX_REQUEST:
-            return 1
-        request = marshal.loads(_read_exactly(conn, size))
-        env = request["env"]
-        if env.get("PYTHONPATH", "") != os.environ.get("PYTHONPATH", ""):
-            return 1  # it would import other code: the client runs it itself
-        for number, fd in enumerate(fds):
-            os.dup2(fd, number)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(env)
-        os.umask(int(request["umask"]))
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        conn.sendall(STARTED + encode_number(os.getpid()))
-    except (OSError, ValueError, EOFError, KeyError, TypeError):
-        return 1
-    done = _watch_client(conn)
-    run = _run_wrapper if request.get("mode") == "exec" else run_stage
-    code = run(list(request["argv"]))
-    done.set()
-    with contextlib.suppress(OSError):
-        conn.sendall(DONE + encode_number(code))
-    return code
-
-
-def _watch_client(conn: socket.socket) -> threading.Event:
-    """Kill the action's process group if its client dies before it ends: a build killed
-    with SIGKILL (a CI timeout, `kill -9` of ninja's group) must not leave the action
-    running and writing after a restarted build began, as it would not without a worker.
-    Set the returned event once the action has ended."""
-    ended = threading.Event()
-
-    def watch() -> None:
-        with contextlib.suppress(OSError):
-            conn.recv(1)  # the client sends nothing more: this returns when it is gone
-        if not ended.is_set():
-            os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True).start()
-    return ended
-
-
-def _run_wrapper(argv: list[str]) -> int:
-    from buildgen.cache import exec as cache_exec
-
-    return run_main(cache_exec.main, "python -m buildgen.cache exec", argv)
-
-
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = conn.recv(min(size - len(data), 1 << 20))
-        if not chunk:
-            raise OSError("the client went away")
-        data += chunk
-    return bytes(data)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,219 @@
+"""Runners: forks of the warm worker that serve one action after another.
+
+Why not a fresh fork per action, as the worker first did: on this project's 2-core VM a
+child forked from the ~80 MB worker spent 7–10 ms in the cache wrapper's hit path before
+doing anything useful — ~950 copy-on-write page faults as it touched the parent's objects
+(getrusage in the child) — where a process that had run the same path before took 2.2 ms.
+A runner pays that once; the parent hands it the next connection (SCM_RIGHTS over a
+socketpair) as soon as it reports idle, and forks another only when every runner is busy.
+
+What keeps actions apart in a process that outlives them:
+- each action's working directory, environment, umask, argv, standard streams and signal
+  dispositions are set for it and put back afterwards (`_Baseline`);
+- the Python stages an action runs are still forked from the runner (stages.py), and a
+  request in `stage` mode runs in a fork of its own, so a stage's module state never
+  outlives it; the cache wrapper itself keeps no state between calls but fsutil's umask,
+  which is forgotten before each action;
+- a runner retires after an action that did not end cleanly (an interrupt, a non-zero
+  status from a crash, a thread left running, a gRPC channel opened for a remote cache:
+  gRPC and fork do not mix), after MAX_ACTIONS, and when the worker goes away; the worker
+  then forks a new one. A runner killed mid-action (the client died, the OOM killer) costs
+  what a killed child did before: the client runs the action cold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from buildgen import fsutil
+from buildgen.cache import exec as cache_exec
+from buildgen.worker.client import DONE, HEADER_BYTES, STARTED, decode_number, encode_number
+from buildgen.worker.stages import run_main, run_stage
+
+MAX_ACTIONS = 500  # then a fresh fork: whatever an action leaks stays bounded
+_MAX_REQUEST = 64 << 20  # an action's argv and environment: far less
+IDLE, HAND_OFF = b"i", b"c"  # runner -> worker: ready again; worker -> runner: a connection
+_RESET_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGINT)
+
+
+def run_forever(control: socket.socket, first: socket.socket) -> None:
+    """In a freshly forked runner: serve `first`, then each connection the worker hands
+    over on `control`, until told to stop or unfit to go on. Never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # the client forwards ninja's interrupts to this group
+        for signum in _RESET_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        baseline = _Baseline.capture()
+        conn: socket.socket | None = first
+        for _ in range(MAX_ACTIONS):
+            assert conn is not None
+            clean = serve_one(conn)
+            baseline.restore()
+            if not clean:
+                break
+            control.sendall(IDLE)
+            conn = _next_connection(control)
+            if conn is None:
+                break
+        code = 0
+    except BaseException:  # noqa: BLE001 (an interrupt between actions: just go)
+        pass
+    os._exit(code)
+
+
+def _next_connection(control: socket.socket) -> socket.socket | None:
+    message, fds, _flags, _addr = socket.recv_fds(control, 1, 1)
+    if message != HAND_OFF or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        return None  # the worker went away or wants fewer runners
+    return socket.socket(fileno=fds[0])
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """What an action changes in the runner's process, as it was before the first one."""
+
+    cwd: str
+    environ: dict[str, str]
+    argv: list[str]
+    umask: int
+    streams: tuple[int, int, int]  # duplicates of fds 0, 1, 2
+
+    @classmethod
+    def capture(cls) -> _Baseline:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        streams = tuple(os.dup(fd) for fd in (0, 1, 2))
+        return cls(os.getcwd(), dict(os.environ), list(sys.argv), mask,
+                   (streams[0], streams[1], streams[2]))
+
+    def restore(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for number, fd in enumerate(self.streams):
+            os.dup2(fd, number)
+        os.chdir(self.cwd)
+        os.environ.clear()
+        os.environ.update(self.environ)
+        sys.argv[:] = self.argv
+        os.umask(self.umask)
+        fsutil.umask.cache_clear()
+        for signum in _RESET_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+def serve_one(conn: socket.socket) -> bool:
+    """Become the action's process, run it, report its status; whether this process is fit
+    to serve another."""
+    try:
+        request = _receive(conn)
+    except (OSError, ValueError, EOFError, KeyError, TypeError):
+        request = None
+    if request is None:
+        conn.close()
+        return True  # nothing ran: the client runs it itself
+    threads = threading.active_count()
+    had_grpc = "grpc" in sys.modules
+    watch = _watch_client(conn)
+    argv = [str(word) for word in request["argv"]]
+    if request.get("mode") == "exec":
+        code = run_main(cache_exec.main, "python -m buildgen.cache exec", argv)
+    else:
+        code = _stage_in_fork(argv)
+    watch.ended.set()
+    with contextlib.suppress(OSError):
+        conn.sendall(DONE + encode_number(code))
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)  # wakes the watcher: it sees the action ended
+    conn.close()
+    watch.thread.join(timeout=1.0)
+    # 128 and above: an interrupt or a signal ended it, maybe halfway through our own code.
+    return (code < 128 and threading.active_count() <= threads
+            and ("grpc" in sys.modules) == had_grpc)
+
+
+def _receive(conn: socket.socket) -> dict[str, Any] | None:
+    """Read the request and take on its process state: None when it is not one to run."""
+    header, fds, _flags, _addr = socket.recv_fds(conn, HEADER_BYTES, 3)
+    if len(header) != HEADER_BYTES or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    size = decode_number(header)
+    if size > _MAX_REQUEST:
+        return None
+    request = marshal.loads(_read_exactly(conn, size))
+    env = request["env"]
+    if env.get("PYTHONPATH", "") != os.environ.get("PYTHONPATH", ""):
+        for fd in fds:
+            os.close(fd)
+        return None  # it would import other code: the client runs it itself
+    for number, fd in enumerate(fds):
+        os.dup2(fd, number)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(int(request["umask"]))
+    fsutil.umask.cache_clear()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    conn.sendall(STARTED + encode_number(os.getpid()))
+    return dict(request)
+
+
+@dataclass(frozen=True)
+class _Watch:
+    thread: threading.Thread
+    ended: threading.Event
+
+
+def _watch_client(conn: socket.socket) -> _Watch:
+    """Kill the action's process group if its client dies before it ends: a build killed
+    with SIGKILL (a CI timeout, `kill -9` of ninja's group) must not leave the action
+    running and writing after a restarted build began, as it would not without a worker."""
+    ended = threading.Event()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(1)  # the client sends nothing more: this returns when it is gone
+        if not ended.is_set():
+            os.killpg(0, signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return _Watch(thread, ended)
+
+
+def _stage_in_fork(argv: list[str]) -> int:
+    """A stage without the cache: in a child of its own, so its state dies with it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(run_stage(argv))
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) & 0xFF
+    except KeyboardInterrupt:
+        os.waitpid(pid, 0)
+        return 130
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = conn.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise OSError("the client went away")
+        data += chunk
+    return bytes(data)

@@ -1,0 +1,113 @@
+"""The worker's runners (buildgen/worker/runner.py): one process serves action after
+action, and nothing of one action reaches the next.
+
+Each action here is a shell command run through the real client and worker; it writes what
+it sees ($PPID is the runner that ran it: the wrapper starts the command as its child).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from test_workers import _client_command, stop_worker, wait_for_worker
+
+SEES = 'echo "$PPID ${MARK-unset} $(umask) $(pwd)" > out.txt'
+
+
+def _start(tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str], int]:
+    """A worker serving the client's identity (its first action runs cold and starts it)."""
+    workers = tmp_path / "workers"
+    argv, env = _client_command(workers, "true")
+    env.update(extra)
+    subprocess.run(argv, cwd=tmp_path, env=env, check=True, timeout=120)
+    identity = argv[argv.index("--worker") + 1]
+    return argv, env, wait_for_worker(workers, identity)
+
+
+def _action(workers: Path, shell: str) -> list[str]:
+    argv, _env = _client_command(workers, "sh", "-c", shell)
+    return argv
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], umask: int = 0o022) -> list[str]:
+    done = subprocess.run(argv, cwd=cwd, env=env, timeout=120, capture_output=True, text=True,
+                          preexec_fn=lambda: os.umask(umask))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return (cwd / "out.txt").read_text().split()
+
+
+def _stop(tmp_path: Path, argv: list[str], pid: int) -> str:
+    return stop_worker(tmp_path / "workers", argv[argv.index("--worker") + 1], pid)
+
+
+def test_one_runner_serves_actions_in_turn_and_each_sees_only_its_own_state(tmp_path):
+    argv, env, pid = _start(tmp_path)
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    action = _action(tmp_path / "workers", SEES)
+    runner, mark, mask, cwd = _run(action, first, {**env, "MARK": "first"}, umask=0o077)
+    assert (mark, mask, cwd) == ("first", "0077", str(first))
+    again = _run(action, second, env)
+    assert again == [runner, "unset", "0022", str(second)]
+    assert int(runner) in _children(pid)  # a runner of this worker, still there
+    assert "served" in _stop(tmp_path, argv, pid)
+
+
+def test_a_restored_output_gets_the_umask_of_the_action_that_restores_it(tmp_path):
+    """The cache writes restored files with the action's umask: a runner must not keep the
+    umask an earlier action had (buildgen.fsutil remembers it per process)."""
+    argv, env, pid = _start(tmp_path)
+    env = {**env, "BUILDGEN_CACHE": "on", "BUILDGEN_CACHE_DIR": str(tmp_path / "cache")}
+    action = _action(tmp_path / "workers", "echo same > out.txt")
+    _run(action, tmp_path, env, umask=0o077)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "out.txt").unlink()
+    _run(action, tmp_path, env, umask=0o022)  # a hit: written by the cache, not by sh
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
+    _stop(tmp_path, argv, pid)
+
+
+def test_parallel_actions_get_parallel_runners(tmp_path):
+    argv, env, pid = _start(tmp_path)
+    action = _action(tmp_path / "workers", 'echo "$PPID" > out.txt; sleep 2')
+    folders = [tmp_path / f"job{i}" for i in range(3)]
+    running = []
+    for folder in folders:
+        folder.mkdir()
+        running.append(subprocess.Popen(action, cwd=folder, env=env))
+    assert [job.wait(timeout=120) for job in running] == [0, 0, 0]
+    runners = {(folder / "out.txt").read_text().strip() for folder in folders}
+    assert len(runners) == 3
+    _stop(tmp_path, argv, pid)
+
+
+def test_a_runner_whose_action_was_interrupted_serves_no_more(tmp_path):
+    argv, env, pid = _start(tmp_path)
+    before = _run(_action(tmp_path / "workers", SEES), tmp_path, env)[0]
+    (tmp_path / "out.txt").unlink()
+    slow = subprocess.Popen(_action(tmp_path / "workers", SEES + "; sleep 30"), cwd=tmp_path,
+                            env=env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "out.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "out.txt").read_text().split()[0] == before  # the same runner
+    slow.send_signal(signal.SIGINT)  # as ninja's Ctrl-C: the client passes it on
+    assert slow.wait(timeout=60) == 130
+    deadline = time.monotonic() + 10
+    while int(before) in _children(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert int(before) not in _children(pid)
+    after = _run(_action(tmp_path / "workers", SEES), tmp_path, env)[0]
+    assert after != before
+    _stop(tmp_path, argv, pid)
+
+
+def _children(pid: int) -> list[int]:
+    from test_workers import _children as children
+
+    return children(pid)
