@@ -4,6 +4,7 @@ Started in the background by a client that found no worker. One per identity: th
 to lock `<identity>.lock` serves, later ones exit. It imports what actions use, checks that
 it is the identity it was asked to be, and serves `<identity>.sock` until it has been idle
 for BUILDGEN_WORKER_IDLE seconds, or until the Python distributions it imported change.
+It accepts each connection and hands it to one of its runners (runner.py).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _idle_seconds() -> float:
 
 
 def _warm() -> None:
-    """Import the wrapper, every stage and what they use, so that a forked child finds them
+    """Import the wrapper, every stage and what they use, so that a forked runner finds them
     loaded. A module that cannot load here (an optional library missing) is left for the
     action to report, exactly as without a worker."""
     import buildgen
