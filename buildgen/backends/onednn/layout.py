@@ -30,11 +30,12 @@ from buildgen.partition.model import Region
 # LRN, resampling and concat read any layout and write the one they read (dst `any`);
 # a concat reads every input so.
 LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool", "LRN", "Resize", "Upsample",
-                              "Concat"))
+                              "Concat", "Split"))
 LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-                            "LRN", "Resize", "Upsample", "Concat"))
+                            "LRN", "Resize", "Upsample", "Concat", "Split"))
 ANY_INPUT_READERS = frozenset(("Concat",))
 SIDE_OUTPUTS = frozenset(("LSTM", "GRU", "RNN"))  # anchors whose later outputs are tensors too
+SPLITS = frozenset(("Split",))  # anchors whose every output is one, in the input's layout
 CHANNEL_BLOCK = 16  # the widest channel block oneDNN uses for float32 (AVX-512)
 
 
@@ -85,8 +86,14 @@ def sum_step(group: Group, graph: Graph) -> Binary | None:
     return None
 
 
+def _outputs(group: Group) -> tuple[str, ...]:
+    if group.anchor is not None and group.anchor.op in SPLITS:
+        return tuple(group.anchor.outputs)
+    return (group.output,)
+
+
 def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO) -> bool:
-    producer = next(g for g in groups if g.output == tensor)
+    producer = next(g for g in groups if tensor in _outputs(g))
     # Elementwise steps on their own (an eltwise or binary primitive) write `any`: the
     # layout of their source.
     if producer.anchor is not None and producer.anchor.op not in LAYOUT_PRODUCERS:
@@ -138,16 +145,20 @@ def region_layout(graph: Graph, region: Region, blocked: bool = False) -> Region
     io = region_io(graph, region)
     groups = tuple(group_region(graph, region.nodes, RULES))
     names: list[str] = list(io.inputs)
-    side: dict[str, int] = {}  # Y_h / Y_c of a recurrent group -> its step
+    side: dict[str, int] = {}  # Y_h / Y_c of a recurrent group, a Split's later outputs -> step
+    recurrent: set[str] = set()  # plain: an RNN writes them in ONNX's layout
     for step, group in enumerate(groups):
         names += [t for t in group.reads(graph) if t not in names]
         names.append(group.output)
-        if group.anchor is not None and group.anchor.op in SIDE_OUTPUTS:
-            side.update((t, step) for t in group.anchor.outputs[1:] if t)
+        if group.anchor is not None and group.anchor.op in SIDE_OUTPUTS | SPLITS:
+            later = [t for t in group.anchor.outputs[1:] if t]
+            side.update((t, step) for t in later)
+            if group.anchor.op in SIDE_OUTPUTS:
+                recurrent.update(later)
     names += list(side)
     names = list(dict.fromkeys(names))
     internal = [t for t in names if t not in io.inputs and t not in io.outputs]
-    flexible = {t for t in internal if t not in side and _flexible(t, graph, groups, io)}
+    flexible = {t for t in internal if t not in recurrent and _flexible(t, graph, groups, io)}
 
     def size(tensor: str) -> int:
         if tensor in flexible:

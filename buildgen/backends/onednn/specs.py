@@ -145,6 +145,19 @@ def _concat(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, lis
     return lines, "bg_dnnl_concat(m, r, &spec", []
 
 
+def _split(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
+    """Each output a reorder from a view of its slice (sizes from the outputs' shapes)."""
+    rank = ctx.graph.type_of(node.inputs[0]).rank
+    axis = node.attr("axis", 0)
+    assert isinstance(axis, int)
+    dsts = ", ".join(ctx.layout.enum(t) for t in node.outputs)
+    lines = [f"static const int dsts[] = {{{dsts}}};",
+             *spec("bg_dnnl_split_spec", [("src", ctx.layout.enum(node.inputs[0])),
+                                          ("axis", str(axis % rank)),
+                                          ("n", str(len(node.outputs))), ("dsts", "dsts")])]
+    return lines, "bg_dnnl_split(m, r, &spec", []
+
+
 def _two_d(shape: Sequence[int], axis: int) -> tuple[int, int]:
     return prod(shape[:axis]), prod(shape[axis:])
 
@@ -239,6 +252,8 @@ def group_block(group: Group, index: int, layout: RegionLayout, graph: Graph,
         body, call, notes = _lrn(ctx, group, anchor)
     elif anchor.op == "Concat":
         body, call, notes = _concat(ctx, group, anchor)
+    elif anchor.op == "Split":
+        body, call, notes = _split(ctx, group, anchor)
     elif anchor.op in ("Resize", "Upsample"):
         body, call, notes = _resample(ctx, group, anchor)
     elif anchor.op in RECURRENT:

@@ -1,7 +1,7 @@
 """What the onednn backend runs: Conv (1-D to 3-D), MatMul and Gemm with the elementwise
 chain after them fused as post-ops (bias, scale, residual sum, BatchNormalization, eltwise),
 and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax,
-LayerNormalization, LRN (across channels, odd sizes), Concat of run-time tensors (and the
+LayerNormalization, LRN (across channels, odd sizes), Concat of run-time tensors, Split (and the
 elementwise steps after it or a pooling, as groups of their own), the Resize / Upsample
 variants oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant
 weights and oneDNN's cells (rnn.py). Everything else declines, with the reason the
@@ -25,10 +25,10 @@ RESAMPLES = frozenset(("Resize", "Upsample"))
 
 
 def _float_reason(node: Node, graph: Graph) -> str | None:
-    # Resize's roi / scales / sizes are constants read at codegen, of any type; an RNN's
-    # sequence_lens is int32.
+    # Resize's roi / scales / sizes and Split's sizes are constants read at codegen (Split's
+    # from its outputs' shapes), of any type; an RNN's sequence_lens is int32.
     names = [*node.inputs, *node.outputs]
-    if node.op in RESAMPLES:
+    if node.op in RESAMPLES or node.op == "Split":
         names = [node.inputs[0], *node.outputs]
     elif node.op in RECURRENT and len(node.inputs) > SEQUENCE_LENS:
         names[SEQUENCE_LENS] = ""
@@ -131,6 +131,17 @@ def _lrn(node: Node, graph: Graph) -> str | None:
     return None
 
 
+def _split(node: Node, graph: Graph) -> str | None:
+    rank = _rank(graph, node.inputs[0])
+    if not 1 <= rank <= MAX_DIMS:
+        return f"Split of rank {rank}"
+    if any(not name for name in node.outputs):
+        return "Split with an output left unnamed"
+    if any(graph.type_of(name).numel == 0 for name in node.outputs):
+        return "Split with an empty output"
+    return None
+
+
 # A concat's inputs, its output and a scratchpad are one primitive's arguments
 # (BG_DNNL_MAX_ARGS in bg_onednn.h).
 MAX_CONCAT_INPUTS = 32
@@ -159,6 +170,7 @@ _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "LayerNormalization": _layer_norm,
     "LRN": _lrn,
     "Concat": _concat,
+    "Split": _split,
     **{op: resample_reason for op in RESAMPLES},
     **{op: rnn_reason for op in RECURRENT},
 }

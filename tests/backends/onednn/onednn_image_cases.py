@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from cpulib_cases import Builder, Case
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 
 def _floats(b: Builder, name: str, values: list[float]) -> str:
@@ -183,6 +183,33 @@ def silu_residual() -> onnx.ModelProto:
     return b.model()
 
 
+def _split(b: Builder, x: str, sizes: list[int], names: list[str], axis: int) -> list[str]:
+    b.nodes.append(helper.make_node("Split", [x, b.weights_int(f"{names[0]}_sizes", sizes)],
+                                    names, name=f"/{names[0]}", axis=axis))
+    return names
+
+
+def c2f() -> onnx.ModelProto:
+    """YOLOv8's C2f block: a Conv's output split in two halves, a bottleneck on the second,
+    all three into a Concat and a 1x1 Conv, one region. A split into parts that cut a
+    16-channel block, whose parts a Conv and the model read; and a split of the model's
+    plain input on its last axis."""
+    b = Builder("c2f")
+    x = b.input("x", [1, 8, 10, 10])
+    y = _silu(b, b.node("Conv", [x, b.weight("w0", [32, 8, 1, 1])], "c0"), "s0")
+    half, rest = _split(b, y, [16, 16], ["half", "rest"], axis=1)
+    z = _silu(b, b.node("Conv", [rest, b.weight("w1", [16, 16, 3, 3])], "c1", pads=[1, 1, 1, 1]),
+              "s1")
+    cat = b.node("Concat", [half, rest, z], "cat", axis=1)
+    b.outputs.append(b.node("Conv", [cat, b.weight("w2", [8, 48, 1, 1])], "c2"))
+    odd, wide = _split(b, y, [5, 27], ["odd", "wide"], axis=1)
+    b.outputs.append(odd)
+    b.outputs.append(b.node("Conv", [wide, b.weight("w3", [4, 27, 1, 1])], "c3"))
+    v = b.input("v", [1, 6, 5, 7])
+    b.outputs += _split(b, v, [2, 3, 2], ["v0", "v1", "v2"], axis=-1)
+    return b.model()
+
+
 def plain_pools() -> onnx.ModelProto:
     """Pools reading the model's plain inputs, which oneDNN pools with generic code: they
     read a blocked copy instead (bg_dnnl_make_pool). Channels not a whole block, 1-D to 3-D,
@@ -215,6 +242,8 @@ IMAGE_CASES = (
     (Case("silu_residual", silu_residual, {"x": (1, 8, 7, 7), "t": (2, 5, 12)}, ("Conv",)),
      ("/c0", "/s0", "/c1", "/s1", "/c2", "/s2", "/res", "/mm", "/g_div", "/g_half", "/g_res"),
      ()),
+    (Case("c2f", c2f, {"x": (1, 8, 10, 10), "v": (1, 6, 5, 7)}, ("Split",)),
+     ("/c0", "/s0", "/half", "/c1", "/s1", "/cat", "/c2", "/odd", "/c3", "/v0"), ()),
     (Case("plain_pools", plain_pools, {"s": (1, 20, 300), "x": (1, 5, 11, 11),
                                        "v": (1, 6, 4, 5, 6)}, ("GlobalMaxPool",)),
      ("/gmax_1d", "/max_2d", "/avg_2d", "/gavg_3d"), ()),

@@ -82,7 +82,7 @@ def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
     """LRN, resampling and concat read and write blocked (any) or plain activations too."""
     _need_onednn()
     cases = [c for c, _, _ in IMAGE_CASES
-             if c.name in ("lrn_net", "resize_taken", "concat_net", "shuffle_net")]
+             if c.name in ("lrn_net", "resize_taken", "concat_net", "shuffle_net", "c2f")]
     folder = build_cases(tmp_path, cases, composite("onednn", threads=1, activation_layout=layout))
     for case in cases:
         check_case(folder, case, "onednn")
@@ -116,6 +116,17 @@ def test_a_channel_shuffle_keeps_the_convolutions_in_one_region(built: Path) -> 
     assert len({region_of[n] for n in ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw")}) == 1
     text = source(built / "build", "shuffle_net", "onednn")
     assert "bg_dnnl_make_shuffle" in text and ".group_size = 4" in text
+
+
+def test_a_split_keeps_a_c2f_block_in_one_region(built: Path) -> None:
+    """YOLOv8's C2f block is one onednn region: its Split is a reorder per part, from a view
+    of the Conv's output, and the halves stay in the layout the Conv wrote."""
+    partition = json.loads((built / "build" / "c2f" / "lib" / "partition.json").read_text())
+    onednn = [r for r in partition["regions"] if r["target"] == "onednn"]
+    assert len(onednn) == 1, partition["regions"]
+    text = source(built / "build", "c2f", "onednn")
+    assert text.count("bg_dnnl_split(m, r, &spec") == 3
+    assert ".axis = 1, .n = 2" in text and ".axis = 3, .n = 3" in text
 
 
 def test_steps_after_a_silu_or_gelu_fuse_into_its_anchor(built: Path) -> None:
