@@ -27,6 +27,15 @@ static inline int bg_dnnl_reorder(bg_dnnl_module *m, bg_dnnl_region *r, dnnl_mem
     return bg_dnnl_add_step(m, r, primitive, args, 2, what);
 }
 
+/* A new memory *out in layout `want`, filled from `from` by a reorder step. */
+static inline int bg_dnnl_reordered(bg_dnnl_module *m, bg_dnnl_region *r, dnnl_memory_t from,
+                                    const_dnnl_memory_desc_t want, dnnl_memory_t *out,
+                                    const char *what)
+{
+    if (bg_dnnl_memory(m, want, DNNL_MEMORY_ALLOCATE, out, what) != 0) return -1;
+    return bg_dnnl_reorder(m, r, from, *out, what);
+}
+
 static inline const_dnnl_memory_desc_t bg_dnnl_md_of(dnnl_memory_t memory)
 {
     const_dnnl_memory_desc_t md = NULL;
@@ -69,8 +78,7 @@ static inline int bg_dnnl_read(bg_dnnl_module *m, bg_dnnl_region *r, bg_dnnl_ten
     if (!t->spec->flexible && bg_dnnl_is_dense(want)
         && dnnl_memory_desc_get_size(want) == dnnl_memory_desc_get_size(have))
         return bg_dnnl_view(m, r, t, want, out);
-    if (bg_dnnl_memory(m, want, DNNL_MEMORY_ALLOCATE, out, what) != 0) return -1;
-    return bg_dnnl_reorder(m, r, t->memory, *out, what);
+    return bg_dnnl_reordered(m, r, t->memory, want, out, what);
 }
 
 /* The memory a primitive writes t into when it produces layout `chosen`. A flexible t takes

@@ -28,11 +28,12 @@ static inline dnnl_status_t bg_dnnl_matrix_md(dnnl_memory_desc_t *md, int ndims,
     return dnnl_memory_desc_create_with_strides(md, ndims, shape, dnnl_f32, strides);
 }
 
-static inline int bg_dnnl_is_reference(const_dnnl_primitive_desc_t pd)
+/* Whether oneDNN implements `pd` with the code whose name starts with `kind` ("ref", "jit"). */
+static inline int bg_dnnl_impl_is(const_dnnl_primitive_desc_t pd, const char *kind)
 {
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
-    return impl != NULL && strncmp(impl, "ref", 3) == 0;
+    return impl != NULL && strncmp(impl, kind, strlen(kind)) == 0;
 }
 
 typedef struct bg_dnnl_conv_spec {
@@ -86,7 +87,7 @@ static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dn
             s = dnnl_convolution_forward_primitive_desc_create(
                 &pd, m->engine, dnnl_forward_inference, dnnl_convolution_auto, src_md, wei_md,
                 bias_md, dst_md, c->strides, c->dilates, c->pad_l, c->pad_r, x.attr);
-        if (s == dnnl_success && !bg_dnnl_is_reference(pd)) break;
+        if (s == dnnl_success && !bg_dnnl_impl_is(pd, "ref")) break;
     }
     if (s != dnnl_success) {
         bg_dnnl_fail(m->env, what, bg_dnnl_status_name(s));
@@ -263,10 +264,7 @@ static inline int bg_dnnl_unary(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     const_dnnl_memory_desc_t src_given = bg_dnnl_md_of(src_mem);
     if (!dnnl_memory_desc_equal(src_want, src_given) /* make chose a layout (a pool) */
         && !(bg_dnnl_is_dense(src_want) && bg_dnnl_is_dense(src_given))) {
-        dnnl_memory_t given = src_mem;
-        if (bg_dnnl_memory(m, src_want, DNNL_MEMORY_ALLOCATE, &src_mem, what) != 0
-            || bg_dnnl_reorder(m, r, given, src_mem, what) != 0)
-            goto done;
+        if (bg_dnnl_reordered(m, r, src_mem, src_want, &src_mem, what) != 0) goto done;
     }
     if (u->ndims > 0) {
         if (bg_dnnl_view(m, r, dst, dst_md, &dst_mem) != 0) goto done;
@@ -299,13 +297,6 @@ static inline dnnl_status_t bg_dnnl_pool_pd(bg_dnnl_module *m, const bg_dnnl_poo
         p->kernel, p->dilation, p->pad_l, p->pad_r, attr);
 }
 
-static inline int bg_dnnl_is_jit(const_dnnl_primitive_desc_t pd)
-{
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
-    return impl != NULL && strncmp(impl, "jit", 3) == 0;
-}
-
 /* oneDNN pools plain NC(D)HW memory with generic code (simple_nchw, ~2-4 ns an element: the
  * global max pool over magika's [1, 512, 508] took 0.5-1 ms) and the channel-blocked and
  * channels-last layouts with jit kernels (20 us, after a 70 us reorder). So a pool that would
@@ -317,7 +308,7 @@ static inline dnnl_status_t bg_dnnl_make_pool(bg_dnnl_module *m, const void *spe
 {
     const bg_dnnl_pool_spec *p = (const bg_dnnl_pool_spec *)spec;
     dnnl_status_t s = bg_dnnl_pool_pd(m, p, src, dst, attr, pd);
-    if (s != dnnl_success || bg_dnnl_is_jit(*pd) || m->layout == BG_DNNL_PLAIN
+    if (s != dnnl_success || bg_dnnl_impl_is(*pd, "jit") || m->layout == BG_DNNL_PLAIN
         || !bg_dnnl_is_dense(src) || p->spatial < 1 || p->spatial > 3)
         return s;
     static const dnnl_format_tag_t blocked[3][3] = {
@@ -336,7 +327,7 @@ static inline dnnl_status_t bg_dnnl_make_pool(bg_dnnl_module *m, const void *spe
             continue;
         const dnnl_status_t t = bg_dnnl_pool_pd(m, p, md, dst, attr, &tried);
         dnnl_memory_desc_destroy(md);
-        if (t == dnnl_success && bg_dnnl_is_jit(tried)) {
+        if (t == dnnl_success && bg_dnnl_impl_is(tried, "jit")) {
             dnnl_primitive_desc_destroy(*pd);
             *pd = tried;
             break;
@@ -584,9 +575,9 @@ static inline int bg_dnnl_split(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
         dnnl_memory_desc_t flat;
         BG_DNNL_TRY(m, what, bg_dnnl_same_order_md(&flat, bg_dnnl_md_of(from), src->spec->ndims,
                                                    src->spec->dims));
-        int rc = bg_dnnl_memory(m, flat, DNNL_MEMORY_ALLOCATE, &from, what);
+        int rc = bg_dnnl_reordered(m, r, src->memory, flat, &from, what);
         dnnl_memory_desc_destroy(flat);
-        if (rc != 0 || bg_dnnl_reorder(m, r, src->memory, from, what) != 0) return -1;
+        if (rc != 0) return -1;
     }
     dnnl_dims_t offsets = {0};
     for (int i = 0; i < s->n; ++i) {

@@ -251,6 +251,8 @@ class _Runners:
             self.selector.unregister(runner.control)
         runner.control.close()  # an idle runner sees the end and exits
         self.busy.pop(runner.pid, None)
+        if runner in self.idle:
+            self.idle.remove(runner)
 
     def close(self) -> None:
         for runner in (*self.idle, *self.busy.values()):
