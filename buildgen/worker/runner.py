@@ -49,7 +49,6 @@ def run_forever(control: socket.socket, first: socket.socket) -> None:
     over on `control`, until told to stop or unfit to go on. Never returns."""
     code = 1
     try:
-        os.setpgid(0, 0)  # the client forwards ninja's interrupts to this group
         for signum in _RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         baseline = _Baseline.capture()
@@ -88,6 +87,7 @@ class _Baseline:
     argv: list[str]
     umask: int
     streams: tuple[int, int, int]  # duplicates of fds 0, 1, 2
+    group: int  # the worker's process group, where an idle runner waits
 
     @classmethod
     def capture(cls) -> _Baseline:
@@ -95,7 +95,7 @@ class _Baseline:
         os.umask(mask)
         streams = tuple(os.dup(fd) for fd in (0, 1, 2))
         return cls(os.getcwd(), dict(os.environ), list(sys.argv), mask,
-                   (streams[0], streams[1], streams[2]))
+                   (streams[0], streams[1], streams[2]), os.getpgrp())
 
     def restore(self) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -111,6 +111,7 @@ class _Baseline:
         fsutil.umask.cache_clear()
         for signum in _RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
+        os.setpgid(0, self.group)  # an interrupt sent to the action's group misses it now
 
 
 def serve_one(conn: socket.socket) -> bool:
@@ -168,6 +169,9 @@ def _receive(conn: socket.socket) -> dict[str, Any] | None:
     os.umask(int(request["umask"]))
     fsutil.umask.cache_clear()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A group of its own while the action runs: the client forwards ninja's interrupts to
+    # it, and an idle runner, back in the worker's group, is no action to anyone looking.
+    os.setpgid(0, 0)
     conn.sendall(STARTED + encode_number(os.getpid()))
     return dict(request)
 
@@ -188,7 +192,10 @@ def _watch_client(conn: socket.socket) -> _Watch:
         with contextlib.suppress(OSError):
             conn.recv(1)  # the client sends nothing more: this returns when it is gone
         if not ended.is_set():
-            os.killpg(0, signal.SIGKILL)
+            # The action's group by its id (this runner's pid), never "our group": were the
+            # action to end just now, the runner would be back in the worker's.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpid(), signal.SIGKILL)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()

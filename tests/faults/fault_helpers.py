@@ -200,7 +200,8 @@ def worker_servers(worker_dir: Path) -> list[int]:
 
 def worker_action_groups(worker_dir: Path) -> set[int]:
     """The process groups of the actions the workers of `worker_dir` are running now (each
-    action is a fork of a server, in a group of its own, in the server's session)."""
+    action runs in a runner, a fork of a server, in a group of its own while it runs; an
+    idle runner waits in its server's group)."""
     servers = set(worker_servers(worker_dir))
     return {p.pgid for p in alive(processes()) if p.ppid in servers and p.pgid != p.ppid}
 
