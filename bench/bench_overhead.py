@@ -4,14 +4,18 @@
     python bench/bench_overhead.py --markdown      # the same as Markdown
     python bench/bench_overhead.py --models 200    # the size of the many-model project
 
-Measured, each the best of --rounds (other load only ever adds time):
+Measured, each the best of --rounds (other load only ever adds time), but per action:
 
     no-op build      `buildgen build` with nothing to do, against `python -c pass` plus
                      `ninja -C build` (also nothing to do), at 3 models (the examples) and
                      at --models tiny models
     per action       one compile (the tiny model's model.c) run by hand, and the same
                      command line as build.ninja runs it: through the worker and with
-                     BUILDGEN_WORKERS=off, on a cache miss (empty cache) and a hit
+                     BUILDGEN_WORKERS=off, on a cache miss (empty cache), a miss with a
+                     cache in use (the source edited) and a hit; then the last miss for a
+                     model's kernels source from the examples' build (encoder's c.c at
+                     x86-64-v4), a compile of the size most are. Each alternates with the
+                     compile by hand round by round and reports medians (see _paired)
     Python stages    a clean build's import/partition/codegen/executor/report actions,
                      summed from the action journal, workers on and off
     gen              `buildgen gen` of a manifest with --gen-models models
@@ -32,6 +36,7 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            label=f"{args.models} models")
         if "action" in wanted:
             rows += _per_action(root / "one", env, args.rounds)
+            rows += _model_compile(root / "model-compile", env, args.rounds)
         if "stages" in wanted:
             rows += _stages(root / "stages", env)
         if "gen" in wanted:
@@ -154,50 +160,102 @@ def _per_action(folder: Path, env: dict[str, str], rounds: int) -> list[tuple[st
     target = "m0/cpu/obj/model.o"
     wrapped = _command_for(build, target)
     tool = wrapped[wrapped.index("--") + 1:]
-    raw = _best(rounds, lambda: _run(tool, build, env))
-    rows = [("compile model.o, by hand", f"{raw * 1e3:.0f} ms", "the reference")]
-    # "miss": the cache emptied first (its memo of the compiler's identity, a `cc -v`
-    # probe, goes too); "miss, cache in use": a source edited each time, as in a rebuild.
     source = build / "m0/cpu/src/model.c"
     original = source.read_text()
-    edits = [0]
+    raw = _editing(source, tool, build, env)
+    rows: list[tuple[str, str, str]] = []
+    references: list[float] = []
+    # "miss": the cache emptied first (its memo of the compiler's identity, a `cc -v`
+    # probe, goes too); "miss, cache in use": a source edited each time, as in a rebuild.
     ways = [("workers on, compiled client", "on", wrapped),
             ("workers on, client.py", "on", _through_client_py(wrapped)),
             ("workers off", "off", wrapped)]
     for label, workers, command in ways:
         mode = {**env, "BUILDGEN_WORKERS": workers}
         cache = folder / f"cache-{workers}"
+        cached = {**mode, "BUILDGEN_CACHE_DIR": str(cache)}
 
-        def miss(mode: dict[str, str] = mode, cache: Path = cache,
-                 command: list[str] = command) -> None:
+        def miss(command: list[str] = command, cached: dict[str, str] = cached,
+                 cache: Path = cache) -> None:
             shutil.rmtree(cache, ignore_errors=True)
-            _run(command, build, {**mode, "BUILDGEN_CACHE_DIR": str(cache)})
+            _run(command, build, cached)
 
-        def hit(mode: dict[str, str] = mode, cache: Path = cache,
-                command: list[str] = command) -> None:
+        def hit(command: list[str] = command, cached: dict[str, str] = cached) -> None:
             (build / target).unlink()
-            _run(command, build, {**mode, "BUILDGEN_CACHE_DIR": str(cache)})
-
-        def edited(mode: dict[str, str] = mode, cache: Path = cache,
-                   command: list[str] = command) -> None:
-            edits[0] += 1  # a new source each time: a miss in a cache that is in use
-            source.write_text(f"{original}\n/* edit {edits[0]} */\n")
-            _run(command, build, {**mode, "BUILDGEN_CACHE_DIR": str(cache)})
+            _run(command, build, cached)
 
         if workers == "on":
             _start_worker(folder / "warm-up", mode)
-        missed = _best(rounds, miss)
-        hits = _best(rounds, hit)
-        in_use = _best(rounds, edited)
-        source.write_text(original)
-        rows.append((f"  through the wrapper, {label}, miss", f"{missed * 1e3:.0f} ms",
-                     f"+{(missed - raw) * 1e3:.0f} ms ({(missed / raw - 1) * 100:.0f}%)"))
-        rows.append((f"  through the wrapper, {label}, miss, cache in use",
-                     f"{in_use * 1e3:.0f} ms",
-                     f"+{(in_use - raw) * 1e3:.0f} ms ({(in_use / raw - 1) * 100:.0f}%)"))
+        reference, missed = _paired(rounds, raw, miss)
+        references.append(reference)
+        rows.append(_overhead_row(f"{label}, miss", reference, missed))
+        rows.append(_overhead_row(f"{label}, miss, cache in use",
+                                  *_paired(rounds, raw, _editing(source, command, build, cached))))
+        source.write_text(original)  # the entry a hit finds: the unedited source's
+        _run(command, build, cached)
+        reference, hits = _paired(rounds, lambda: _run(tool, build, env), hit)
         rows.append((f"  through the wrapper, {label}, hit", f"{hits * 1e3:.0f} ms",
-                     f"{(hits / raw) * 100:.0f}% of the compile"))
-    return rows
+                     f"{(hits / reference) * 100:.0f}% of the compile"))
+    return [("compile model.o, by hand", f"{statistics.median(references) * 1e3:.0f} ms",
+             "the reference"), *rows]
+
+
+def _model_compile(folder: Path, env: dict[str, str], rounds: int
+                   ) -> list[tuple[str, str, str]]:
+    """The wrapper's cost on a miss for a compile of a real model's generated kernels:
+    the tiny model's model.c is the smallest compile a build runs, this one is typical."""
+    project = _examples(folder)
+    mode = {**env, "BUILDGEN_WORKERS": "on"}
+    _start_worker(folder / "warm-up", mode)
+    _run(_buildgen("build"), project, mode)
+    build = project / "build"
+    wrapped = _command_for(build, "encoder/cpu/obj/c.x86-64-v4.o")
+    tool = wrapped[wrapped.index("--") + 1:]
+    source = build / "encoder/cpu/src/c.c"
+    reference, missed = _paired(rounds, _editing(source, tool, build, mode),
+                                _editing(source, wrapped, build, mode))
+    return [("compile encoder's c.c (x86-64-v4), by hand", f"{reference * 1e3:.0f} ms",
+             "the reference"),
+            _overhead_row("workers on, compiled client, miss, cache in use", reference,
+                          missed)]
+
+
+def _editing(source: Path, command: list[str], build: Path, env: dict[str, str]
+             ) -> Callable[[], object]:
+    """Run `command` after an edit of `source` (a comment: a new source each time, so a
+    miss in a cache that is in use); the edit is left in place, a comment at the end."""
+    original = source.read_text().split("\n/* edit ")[0]
+
+    def run() -> None:
+        _EDITS[0] += 1
+        source.write_text(f"{original}\n/* edit {_EDITS[0]} */\n")
+        _run(command, build, env)
+    return run
+
+
+_EDITS = [0]
+
+
+def _paired(rounds: int, reference: Callable[[], object], candidate: Callable[[], object]
+            ) -> tuple[float, float]:
+    """(the reference's median seconds, the candidate's median + the median of the paired
+    differences): the two alternate round by round, so this VM's drift (a compile's time
+    moves by 20% between minutes) falls on both alike; a best-of of each apart does not."""
+    pairs = []
+    for _ in range(max(rounds, 3)):
+        ran = []
+        for action in (reference, candidate):
+            start = time.perf_counter()
+            action()
+            ran.append(time.perf_counter() - start)
+        pairs.append((ran[0], ran[1]))
+    base = statistics.median(a for a, _ in pairs)
+    return base, base + statistics.median(b - a for a, b in pairs)
+
+
+def _overhead_row(label: str, reference: float, wrapped: float) -> tuple[str, str, str]:
+    return (f"  through the wrapper, {label}", f"{wrapped * 1e3:.0f} ms",
+            f"+{(wrapped - reference) * 1e3:.0f} ms ({(wrapped / reference - 1) * 100:.0f}%)")
 
 
 def _through_client_py(command: list[str]) -> list[str]:

@@ -32,49 +32,53 @@ def parse_depfile(text: str) -> list[str]:
     return deps
 
 
+# One token per match (runs of plain characters whole, so a depfile of a few hundred
+# headers takes a few dozen matches per line, not a Python step per character).
+_TOKEN = re.compile(r"""
+    (?P<escape>\\+)(?=[ #])(?P<escaped>[ #])?  # before ' ' or '#': see _words
+  | (?P<backslashes>\\+)                     # elsewhere literal
+  | (?P<dollar>\$\$)
+  | (?P<colon>:)(?=[ \t\r\n]|$)             # ends the targets
+  | (?P<space>[ \t\r]+)
+  | (?P<newline>\n)
+  | (?P<plain>[^\\$: \t\r\n]+|[$:])
+""", re.VERBOSE)
+
+
 def _words(text: str) -> list[tuple[str, bool]]:
     """Split into (word, is the last target before ':') pairs; a newline is its own word."""
     out: list[tuple[str, bool]] = []
     current: list[str] = []
-    i = 0
 
     def flush(ends_target: bool = False) -> None:
         if current or ends_target:
             out.append(("".join(current), ends_target))
             current.clear()
 
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup
+        if kind == "escaped" or kind == "escape":
             # Before a space or '#', 2N+1 backslashes are N backslashes and an escaped
-            # character, 2N are N backslashes and a separator; elsewhere they are literal.
-            rest = text[i:]
-            run = len(rest) - len(rest.lstrip("\\"))
-            following = text[i + run : i + run + 1]
-            if following and following in " #":
-                current.append("\\" * (run // 2))
-                i += run
-                if run % 2:
-                    current.append(following)
-                    i += 1
-                continue
-            current.append("\\" * run)
-            i += run
-            continue
-        if ch == "$" and text.startswith("$$", i):
+            # character, 2N are N backslashes and a separator.
+            run = len(match.group("escape"))
+            current.append("\\" * (run // 2))
+            if run % 2:
+                current.append(match.group("escaped"))
+            elif match.group("escaped") == "#":
+                current.append("#")  # not escaped, but no separator either: a plain '#'
+            else:
+                flush()
+        elif kind == "backslashes" or kind == "plain":
+            current.append(match.group())
+        elif kind == "dollar":
             current.append("$")
-            i += 2
-            continue
-        if ch == ":" and (i + 1 == len(text) or text[i + 1] in " \t\r\n"):
+        elif kind == "colon":
             flush(ends_target=True)
-        elif ch in " \t\r":
+        elif kind == "space":
             flush()
-        elif ch == "\n":
+        else:  # newline
             flush()
             out.append(("\n", False))
-        else:
-            current.append(ch)
-        i += 1
     flush()
     return out
 

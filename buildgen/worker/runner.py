@@ -12,10 +12,10 @@ What keeps actions apart in a process that outlives them:
   dispositions are set for it and put back afterwards (`_Baseline`);
 - the Python stages an action runs are still forked from the runner (stages.py), and a
   request in `stage` mode runs in a fork of its own, so a stage's module state never
-  outlives it; the cache wrapper itself keeps no state between calls but fsutil's umask,
-  which is forgotten before each action;
-- a runner retires after an action that did not end cleanly (an interrupt, a non-zero
-  status from a crash, a thread left running, a gRPC channel opened for a remote cache:
+  outlives it; the cache wrapper itself keeps no state between calls but its memo of
+  file digests, keyed by each file's size, times and inode (cache/keys.py);
+- a runner retires after an action that did not end cleanly (an interrupt or a signal:
+  status 128 and above, a thread left running, a gRPC channel opened for a remote cache:
   gRPC and fork do not mix), after MAX_ACTIONS, and when the worker goes away; the worker
   then forks a new one. A runner killed mid-action (the client died, the OOM killer) costs
   what a killed child did before: the client runs the action cold.
@@ -33,10 +33,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from buildgen import fsutil
 from buildgen.cache import exec as cache_exec
 from buildgen.worker.client import DONE, HEADER_BYTES, STARTED, decode_number, encode_number
-from buildgen.worker.stages import run_main, run_stage
+from buildgen.worker.stages import run_in_fork, run_main
 
 MAX_ACTIONS = 500  # then a fresh fork: whatever an action leaks stays bounded
 _MAX_REQUEST = 64 << 20  # an action's argv and environment: far less
@@ -91,7 +90,7 @@ class _Baseline:
 
     @classmethod
     def capture(cls) -> _Baseline:
-        mask = os.umask(0o022)
+        mask = os.umask(0o022)  # reading the umask means setting it
         os.umask(mask)
         streams = tuple(os.dup(fd) for fd in (0, 1, 2))
         return cls(os.getcwd(), dict(os.environ), list(sys.argv), mask,
@@ -108,7 +107,6 @@ class _Baseline:
         os.environ.update(self.environ)
         sys.argv[:] = self.argv
         os.umask(self.umask)
-        fsutil.umask.cache_clear()
         for signum in _RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         os.setpgid(0, self.group)  # an interrupt sent to the action's group misses it now
@@ -130,8 +128,11 @@ def serve_one(conn: socket.socket) -> bool:
     argv = [str(word) for word in request["argv"]]
     if request.get("mode") == "exec":
         code = run_main(cache_exec.main, "python -m buildgen.cache exec", argv)
-    else:
-        code = _stage_in_fork(argv)
+    else:  # a stage without the cache: in a child of its own, so its state dies with it
+        try:
+            code = run_in_fork(argv) & 0xFF
+        except KeyboardInterrupt:
+            code = 130
     watch.ended.set()
     with contextlib.suppress(OSError):
         conn.sendall(DONE + encode_number(code))
@@ -167,7 +168,6 @@ def _receive(conn: socket.socket) -> dict[str, Any] | None:
     os.environ.clear()
     os.environ.update(env)
     os.umask(int(request["umask"]))
-    fsutil.umask.cache_clear()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # A group of its own while the action runs: the client forwards ninja's interrupts to
     # it, and an idle runner, back in the worker's group, is no action to anyone looking.
@@ -200,20 +200,6 @@ def _watch_client(conn: socket.socket) -> _Watch:
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return _Watch(thread, ended)
-
-
-def _stage_in_fork(argv: list[str]) -> int:
-    """A stage without the cache: in a child of its own, so its state dies with it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os._exit(run_stage(argv))
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) & 0xFF
-    except KeyboardInterrupt:
-        os.waitpid(pid, 0)
-        return 130
 
 
 def _read_exactly(conn: socket.socket, size: int) -> bytes:

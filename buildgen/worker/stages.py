@@ -46,20 +46,26 @@ def run_stage_in_fork(
     if argv is None:
         return None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            if capture:
-                os.dup2(out.fileno(), 1)
-                os.dup2(err.fileno(), 2)
-            os._exit(run_stage(argv))
-        status = _wait(pid)
+        code = run_in_fork(argv, (out.fileno(), err.fileno()) if capture else None)
         if not capture:
-            return os.waitstatus_to_exitcode(status), b"", b""
+            return code, b"", b""
         out.seek(0)
         err.seek(0)
-        return os.waitstatus_to_exitcode(status), out.read(), err.read()
+        return code, out.read(), err.read()
+
+
+def run_in_fork(argv: list[str], streams: tuple[int, int] | None = None) -> int:
+    """The exit status of `python -m buildgen.stages *argv` run in a fork of this process
+    (negative: the signal that ended it), its stdout and stderr to `streams` when given."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        if streams is not None:
+            os.dup2(streams[0], 1)
+            os.dup2(streams[1], 2)
+        os._exit(run_stage(argv))
+    return os.waitstatus_to_exitcode(_wait(pid))
 
 
 def run_stage(argv: list[str]) -> int:

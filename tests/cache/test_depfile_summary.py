@@ -13,6 +13,14 @@ def test_gcc_style_depfiles_parse():
     assert parse_depfile(text) == ["../src/a.c", "/usr/include/stdio.h", "../include/h.h"]
 
 
+def test_escapes_colons_and_dollars_read_as_ninja_reads_them():
+    # Even backslashes before '#' are literal ones and a plain '#'; odd ones before ' '
+    # escape it. A colon ends the targets only before white space; '$$' is one '$'.
+    assert parse_depfile("out: a\\\\#b c\\\\\\ d") == ["a\\#b", "c\\ d"]
+    assert parse_depfile("out: a: b c:d $ e$$f") == ["a", "b", "c:d", "$", "e$f"]
+    assert parse_depfile("x.o y.o : \\\\\\\\ g\r\nz: w\n  q") == ["\\\\", "g", "w"]
+
+
 def test_odd_paths_round_trip_like_the_stages_write_them():
     paths = ["my models/m.onnx", "a#b", "$x", "back\\ slash", "plain"]
     for write in (depfile_text, stage_depfile_text):

@@ -150,3 +150,25 @@ def test_what_others_store_during_an_eviction_walk_stays_counted(tmp_path):
     stats.record(tmp_path, None, 50)  # another build stores an action meanwhile
     stats.set_size(tmp_path, 80, before)  # the walk found 80 bytes left after removals
     assert stats.counted_size(tmp_path) == 130
+
+
+def test_atomic_writes_take_the_umask_make_folders_and_never_reuse_a_leftover(
+        tmp_path, monkeypatch):
+    from buildgen import fsutil
+
+    old = os.umask(0o027)
+    try:
+        fsutil.write_atomic(tmp_path / "a" / "b" / "plain", "x")
+        fsutil.write_atomic(tmp_path / "tool", b"#!/bin/sh\n", executable=True)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a" / "b" / "plain").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "tool").stat().st_mode & 0o777 == 0o750
+    # A temp file a killed process of the same id left: taken as taken, not written into.
+    monkeypatch.setattr(fsutil, "_TEMPS", iter(range(10)))
+    stale = tmp_path / f".plain.{os.getpid()}.0.tmp"
+    stale.write_text("stale")
+    fsutil.write_atomic(tmp_path / "plain", "new")
+    assert (tmp_path / "plain").read_text() == "new"
+    assert stale.read_text() == "stale"
+    assert sorted(p.name for p in tmp_path.glob(".*.tmp")) == [stale.name]

@@ -60,7 +60,7 @@ def test_one_runner_serves_actions_in_turn_and_each_sees_only_its_own_state(tmp_
 
 def test_a_restored_output_gets_the_umask_of_the_action_that_restores_it(tmp_path):
     """The cache writes restored files with the action's umask: a runner must not keep the
-    umask an earlier action had (buildgen.fsutil remembers it per process)."""
+    umask an earlier action had."""
     argv, env, pid = _start(tmp_path)
     env = {**env, "BUILDGEN_CACHE": "on", "BUILDGEN_CACHE_DIR": str(tmp_path / "cache")}
     action = _action(tmp_path / "workers", "echo same > out.txt")
