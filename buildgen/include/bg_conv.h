@@ -267,8 +267,12 @@ static inline int bg__conv_transposed_plan(const bg_conv2d_params *p)
  * through a table of shifts (bg__bsrc.rows): nothing is packed. At stride s the padded
  * plane is first split into s x s phase planes (rows i*s + ph, columns j*s + pw), hq x wq
  * each: a tap then reads phase (kh*dil_h % s, kw*dil_w % s) shifted by
- * (kh*dil_h / s, kw*dil_w / s), and q = oh*wq + ow again. The GEMM's output has wq columns
- * per output row, of which the last wq - OW are discarded as it is copied into Y. It runs
+ * (kh*dil_h / s, kw*dil_w / s), and q = oh*wq + ow again. Where OW is a multiple of the
+ * vector width ("aligned": 16x16 and 32x32 maps at 16 lanes) no micro-kernel vector
+ * straddles two output rows, so the GEMM computes Y's own columns, each vector read from
+ * its row of the image (bg__bsrc.row_width), straight into Y. Otherwise its output has wq
+ * columns per output row, of which the last wq - OW are discarded as it is copied into Y
+ * (a 16x16 map at 3x3: 288 columns computed for 256, and the copy). It runs
  * in bands of output rows whose product stays in L2 until that copy. It pays when the
  * packing it saves (about 12 multiply-adds' time per im2col element, measured on 3x3
  * layers: bench/kernels_conv.py) outweighs the discarded columns and the copy: it does for
@@ -279,7 +283,8 @@ typedef struct bg__conv_shift {
     int64_t hq, wq;    /* a phase plane (hp x wp at stride 1) */
     int64_t band_rows; /* output rows per band */
     int64_t image;     /* floats of the padded image: its planes, then NR of slack */
-    int64_t product;   /* floats of one band's GEMM output, Mg x its columns */
+    int64_t product;   /* floats of one band's GEMM output, Mg x its columns (0: aligned) */
+    int aligned;       /* OW is a multiple of the vector width: the GEMM writes Y */
 } bg__conv_shift;
 
 /* 0 turns the shifted form off (to compare the two forms; workspace.py assumes it on). */
@@ -291,11 +296,12 @@ typedef struct bg__conv_shift {
 /* A band's product, in floats: 192 KiB, with the image rows it reads, stays in L2. */
 #define BG__CONV_BAND_FLOATS (48 * 1024)
 
-/* GEMM columns of a band of `rows` output rows: all but the last row's discarded tail. */
+/* GEMM columns of a band of `rows` output rows: Y's when aligned, else the image's, all
+ * but the last row's discarded tail. */
 static inline int64_t bg__conv_band_columns(const bg_conv2d_params *p, const bg__conv_shift *s,
                                             int64_t rows)
 {
-    return (rows - 1) * s->wq + p->OW;
+    return s->aligned ? rows * p->OW : (rows - 1) * s->wq + p->OW;
 }
 
 /* Whether p takes the shifted form, and its geometry in s. */
@@ -315,15 +321,18 @@ static inline int bg__conv_shift_plan(const bg_conv2d_params *p, bg__conv_shift 
     s->hq = (s->hp + sh - 1) / sh;
     s->wq = (s->wp + sw - 1) / sw;
     s->band_rows = bg__min64(OH, bg__max64(1, BG__CONV_BAND_FLOATS / (Mg * s->wq)));
+    s->aligned = p->OW % BG_GEMM_VW == 0;
     /* The last tile reads up to NR - 1 floats past the last plane (bg__bsrc.rows). */
     s->image = bg__round_up(Cg * sh * sw * s->hq * s->wq + NR, 16);
-    s->product = bg__round_up(Mg * bg__conv_band_columns(p, s, s->band_rows), 16);
+    s->product =
+        s->aligned ? 0 : bg__round_up(Mg * bg__conv_band_columns(p, s, s->band_rows), 16);
     /* Estimated time in multiply-adds: tiles computed, packing, the copy into Y. */
     const int64_t full = OH / s->band_rows, rest = OH % s->band_rows;
     int64_t tiles = full * bg__round_up(bg__conv_band_columns(p, s, s->band_rows), NR);
     if (rest) tiles += bg__round_up(bg__conv_band_columns(p, s, rest), NR);
     const int64_t rows = bg__round_up(Mg, BG_GEMM_MR);
-    return tiles * rows * K + 4 * Mg * N < bg__round_up(N, NR) * rows * K + 12 * N * K;
+    const int64_t copy = s->aligned ? 0 : 4 * Mg * N;
+    return tiles * rows * K + copy < bg__round_up(N, NR) * rows * K + 12 * N * K;
 }
 
 /* Floats of workspace the shifted form takes: image, product, then the table of shifts. */
@@ -907,11 +916,14 @@ static void bg__conv2d_shifted(const bg_conv2d_params *p, const bg__conv_shift *
     for (int64_t oh0 = 0; oh0 < OH; oh0 += s->band_rows) {
         const int64_t band = bg__min64(s->band_rows, OH - oh0);
         const int64_t n = bg__conv_band_columns(p, s, band);
-        const bg__bsrc src = {NULL, image + oh0 * s->wq, 0, 0, NULL, rows, 0};
+        const bg__bsrc src = {NULL, image + oh0 * s->wq, 0, 0, NULL, rows, 0,
+                              s->aligned ? OW : 0, s->wq};
+        float *const out = s->aligned ? yg + oh0 * OW : product;
         const bg__gemm gemm = {Mg, n, Cg * KHW, 1.0f, 0.0f, 0, NULL, 0, pg, &src,
-                               product, n, epg};
+                               out, s->aligned ? OH * OW : n, epg};
         /* Nothing is packed, so the GEMM's own workspace goes unused (the image is not it). */
         bg__gemm_run(&gemm, image, pool);
+        if (s->aligned) continue;
         copy.n = n, copy.oh0 = oh0, copy.band = band;
         copy.per_task = bg__copy_per_task(Mg, band * OW, pool);
         bg_parallel(pool, (Mg + copy.per_task - 1) / copy.per_task, bg__shift_out_task, &copy,
@@ -1060,8 +1072,8 @@ static void bg__conv2d_gemm_task(const void *ctx, int64_t task, void *workspace)
         xg = padded;
     }
     const bg__bsrc src = bg__conv_is_pointwise(p)
-                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL, 1}
-                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, &view, NULL, 0};
+                             ? (bg__bsrc){bg__pack_b_matrix, xg, Ng, 0, NULL, NULL, 1, 0, 0}
+                             : (bg__bsrc){bg__pack_b_im2col, xg, 0, 0, &view, NULL, 0, 0, 0};
     const bg__gemm gemm = {Mg, Ng, Kg, 1.0f, 0.0f, 0, wg, Kg, pg, &src, yg, Ng, &epg};
     bg__gemm_run(&gemm, bg__align64(workspace), c->pool);
 }

@@ -93,20 +93,32 @@ typedef struct bg__gemm {
  * bsrc->rows: whole tiles straight into C with the epilogue in registers, edge tiles
  * through a scratch tile (every tile reads whole NR-wide rows of B). */
 static inline void bg__tile_rows(const bg__gemm *g, int64_t kc, const float *a, const float *b,
-                                 const int64_t *rows, int64_t i, int64_t j, int64_t mr,
-                                 int64_t nr, float beta, int epilogue)
+                                 const int64_t *rows, const int64_t *vo, int64_t i, int64_t j,
+                                 int64_t mr, int64_t nr, float beta, int epilogue)
 {
     float *c = g->C + i * g->ldc + j;
     if (mr == BG_GEMM_MR && nr == BG_GEMM_NR) {
         bg__tile_ep te;
         if (epilogue) bg__tile_ep_init(&te, g->ep, i, j);
-        bg__ukernel_rows_full(kc, a, b, rows, c, g->ldc, g->alpha, beta, epilogue ? &te : NULL);
+        bg__ukernel_rows_full(kc, a, b, rows, vo, c, g->ldc, g->alpha, beta,
+                              epilogue ? &te : NULL);
         return;
     }
     float tile[BG_GEMM_MR * BG_GEMM_NR];
-    bg__ukernel_rows_full(kc, a, b, rows, tile, BG_GEMM_NR, g->alpha, 0.0f, NULL);
+    bg__ukernel_rows_full(kc, a, b, rows, vo, tile, BG_GEMM_NR, g->alpha, 0.0f, NULL);
     bg__merge_tile(tile, c, g->ldc, mr, nr, beta);
     if (epilogue) bg__epilogue_block(c, g->ldc, i, j, mr, nr, g->ep);
+}
+
+/* Where the VW-wide column vectors of the tile at columns [j, j + nr) of a row-table B
+ * start (bg__bsrc.row_width), into vo; a vector past nr rereads the first (its lanes are
+ * discarded, and it stays inside what the first may read). */
+static inline void bg__bsrc_vectors(const bg__bsrc *s, int64_t j, int64_t nr, int64_t *vo)
+{
+    for (int v = 0; v < BG_GEMM_NV; ++v) {
+        const int64_t col = v * BG_GEMM_VW < nr ? j + v * BG_GEMM_VW : j;
+        vo[v] = s->row_width ? col / s->row_width * s->row_stride + col % s->row_width : col;
+    }
 }
 
 /* Whether the micro-kernel reads B in place (a few rows of A use each B panel too few
@@ -168,9 +180,11 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const int64_t nr = bg__min64(NR, nc - jr);
                     if (bsrc->rows) {
+                        int64_t vo[BG_GEMM_NV];
+                        bg__bsrc_vectors(bsrc, jc + jr, nr, vo);
                         for (int64_t ir = 0; ir < mc; ir += MR)
                             bg__tile_rows(g, kc, ablock + ir / MR * kc * MR,
-                                          bsrc->data + jc + jr, bsrc->rows + pc, ic + ir,
+                                          bsrc->data + vo[0], bsrc->rows + pc, vo, ic + ir,
                                           jc + jr, bg__min64(MR, mc - ir), nr, beta_k,
                                           last_k && epilogue);
                         continue;
@@ -306,7 +320,7 @@ static void bg__gemm_run_shared_b(const bg__gemm *g, float *ws, bg_threadpool *p
     const bg__shared_b job = {g, packed, (panels + blocks - 1) / blocks};
     bg_parallel(pool, (panels + job.panels_per_task - 1) / job.panels_per_task,
                 bg__shared_b_task, &job, ws);
-    const bg__bsrc prepacked = {NULL, packed, 0, 0, NULL, NULL, 0};
+    const bg__bsrc prepacked = {NULL, packed, 0, 0, NULL, NULL, 0, 0, 0};
     bg__gemm shared = *g;
     shared.bsrc = &prepacked;
     bg__gemm_split_run(&shared, ws, pool);
@@ -367,7 +381,7 @@ BG_API void bg_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, 
         bg__gemv(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ep, ws, pool);
         return;
     }
-    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1};
+    const bg__bsrc bsrc = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1, 0, 0};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, ws, pool);
 }
@@ -388,7 +402,7 @@ BG_API void bg_sgemm_pack_b(int trans_b, int64_t N, int64_t K, const float *B, i
                             void *packed)
 {
     if (N <= 0 || K <= 0) return;
-    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1};
+    const bg__bsrc src = {bg__pack_b_matrix, B, ldb, trans_b, NULL, NULL, 1, 0, 0};
     const int64_t kc_step = bg__balanced_block(K, BG_GEMM_KC, 1);
     float *dst = (float *)packed;
     for (int64_t pc = 0; pc < K; pc += kc_step)
@@ -407,7 +421,7 @@ BG_API void bg_sgemm_prepacked(int trans_a, int64_t M, int64_t N, int64_t K, flo
         bg__gemm_no_product(M, N, beta, C, ldc, ep);
         return;
     }
-    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL, NULL, 0};
+    const bg__bsrc bsrc = {NULL, (const float *)packed_b, 0, 0, NULL, NULL, 0, 0, 0};
     const bg__gemm g = {M, N, K, alpha, beta, trans_a, A, lda, NULL, &bsrc, C, ldc, ep};
     bg__gemm_run(&g, bg__align64(workspace), pool);
 }

@@ -29,6 +29,11 @@ struct bg__bsrc {
      * place. A flag, not a comparison of pack with the function: the convolution's kernels
      * object has a copy of its own (bg_kernels_linked.h). */
     int matrix;
+    /* With rows, 0: B(k, j) = data[rows[k] + j]. Else B's columns come in runs of
+     * row_width (a multiple of the vector width) row_stride apart: B(k, j) =
+     * data[rows[k] + j / row_width * row_stride + j % row_width] (the shifted convolution
+     * computing only the output's columns, bg_conv.h). */
+    int64_t row_width, row_stride;
 };
 
 #ifdef BG_HAVE_SHUFFLEVECTOR

@@ -157,18 +157,19 @@ __attribute__((always_inline)) static inline void bg__tile_ep16(bg__v16f *v, con
  * 8-lane kernel's contract (below). */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int nv, const bg__tile_ep *te)
+                 const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
 {
     const bg__v16f zero = BG__SPLAT16(0.0f);
     bg__v16f c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
     bg__v16f c30 = zero, c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero;
     bg__v16f c60 = zero, c61 = zero, c70 = zero, c71 = zero;
+    const int64_t off1 = vo && nv > 1 ? vo[1] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
         const float *bk = rows ? b + rows[k] : b;
         bg__v16f b0, b1 = zero;
         BG__LOAD16(b0, bk);
-        if (nv > 1) BG__LOAD16(b1, bk + 16);
+        if (nv > 1) BG__LOAD16(b1, bk + off1);
         BG__UK16_ROW(0, c00, c01);
         BG__UK16_ROW(1, c10, c11);
         BG__UK16_ROW(2, c20, c21);
@@ -235,20 +236,24 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
  * constant at every call site, so each width compiles to its own loop). a is a packed A
  * micro-panel (MR floats per k); b holds NR floats per k at stride bs (NR when packed, ldb
  * when B is read in place), of which the first VW*nv are used; or, when rows is not NULL
- * (a constant NULL everywhere but the row-table kernel), row k at b + rows[k]. */
+ * (a constant NULL everywhere but the row-table kernel), row k at b + rows[k]. Its VW-wide
+ * vectors lie side by side, or, when vo is not NULL (the row-table kernel too), vector v
+ * at vo[v] - vo[0] past the first. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int nv, const bg__tile_ep *te)
+                 const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
 {
     bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    const int64_t off1 = vo && nv > 1 ? vo[1] - vo[0] : 8;
+    const int64_t off2 = vo && nv > 2 ? vo[2] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
         const float *bk = rows ? b + rows[k] : b;
         bg_v8f b0, b1 = c00, b2 = c00;
         BG_LOAD8(b0, bk);
-        if (nv > 1) BG_LOAD8(b1, bk + 8);
-        if (nv > 2) BG_LOAD8(b2, bk + 16);
+        if (nv > 1) BG_LOAD8(b1, bk + off1);
+        if (nv > 2) BG_LOAD8(b2, bk + off2);
         BG__UK_ROW(0, c00, c01, c02);
         BG__UK_ROW(1, c10, c11, c12);
         BG__UK_ROW(2, c20, c21, c22);
@@ -312,13 +317,15 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
  * constant). The tile epilogue takes columns relative to the tile, hence the shifted te. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int groups, const bg__tile_ep *te)
+                 const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
+                 int64_t ldc, float alpha, float beta, int groups, const bg__tile_ep *te)
 {
     bg_v4f c00 = BG_SPLAT4(0.0f), c01 = c00, c02 = c00, c03 = c00, c04 = c00, c05 = c00;
     bg_v4f c10 = c00, c11 = c00, c12 = c00, c13 = c00, c14 = c00, c15 = c00;
     bg_v4f c20 = c00, c21 = c00, c22 = c00, c23 = c00, c24 = c00, c25 = c00;
     bg_v4f c30 = c00, c31 = c00, c32 = c00, c33 = c00, c34 = c00, c35 = c00;
+    const int64_t off1 = vo && groups > 1 ? vo[1] - vo[0] : 8;
+    const int64_t off2 = vo && groups > 2 ? vo[2] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
         const float *bk = rows ? b + rows[k] : b;
         bg_v4f av, b0, b1, b2 = c00, b3 = c00, b4 = c00, b5 = c00;
@@ -327,12 +334,12 @@ bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, i
         BG_LOAD4(b0, bk);
         BG_LOAD4(b1, bk + 4);
         if (groups > 1) {
-            BG_LOAD4(b2, bk + 8);
-            BG_LOAD4(b3, bk + 12);
+            BG_LOAD4(b2, bk + off1);
+            BG_LOAD4(b3, bk + off1 + 4);
         }
         if (groups > 2) {
-            BG_LOAD4(b4, bk + 16);
-            BG_LOAD4(b5, bk + 20);
+            BG_LOAD4(b4, bk + off2);
+            BG_LOAD4(b5, bk + off2 + 4);
         }
         BG__UK4_ROW(0, c00, c01, c02, c03, c04, c05);
         BG__UK4_ROW(1, c10, c11, c12, c13, c14, c15);
@@ -349,8 +356,8 @@ bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, i
 /* bg__ukernel_body's contract (below) in passes of GROUPS columns of 8. */
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
-                 const int64_t *restrict rows, float *restrict c, int64_t ldc, float alpha,
-                 float beta, int nv, const bg__tile_ep *te)
+                 const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
 {
     for (int g0 = 0; g0 < nv; g0 += BG__UK4_GROUPS) {
         const int groups = nv - g0 < BG__UK4_GROUPS ? nv - g0 : BG__UK4_GROUPS;
@@ -360,7 +367,8 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
             if (shifted.col_scale) shifted.col_scale += 8 * g0;
             if (shifted.col_bias) shifted.col_bias += 8 * g0;
         }
-        bg__ukernel_pass(kc, a, b + 8 * g0, bs, rows, c + 8 * g0, ldc, alpha, beta, groups,
+        bg__ukernel_pass(kc, a, b + (vo ? vo[g0] - vo[0] : 8 * g0), bs, rows,
+                         vo ? vo + g0 : NULL, c + 8 * g0, ldc, alpha, beta, groups,
                          te != NULL ? &shifted : NULL);
     }
 }
@@ -375,30 +383,32 @@ __attribute__((noinline)) static void bg__ukernel_full(int64_t kc, const float *
                                                        float alpha, float beta,
                                                        const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, BG_GEMM_NV, te);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, BG_GEMM_NV, te);
 }
 #if BG_GEMM_NV > 2
 __attribute__((noinline)) static void bg__ukernel_w2(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 2, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 2, NULL);
 }
 #endif
 __attribute__((noinline)) static void bg__ukernel_w1(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, c, ldc, alpha, beta, 1, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 1, NULL);
 }
 
-/* The whole tile with row k of B at b + rows[k] (bg__bsrc.rows). */
+/* The whole tile with row k of B at b + rows[k], its VW-wide column vectors v at
+ * vo[v] - vo[0] past that (bg__bsrc.rows, bg__bsrc.row_width). */
 __attribute__((noinline)) static void bg__ukernel_rows_full(int64_t kc, const float *a,
                                                             const float *b, const int64_t *rows,
-                                                            float *c, int64_t ldc, float alpha,
-                                                            float beta, const bg__tile_ep *te)
+                                                            const int64_t *vo, float *c,
+                                                            int64_t ldc, float alpha, float beta,
+                                                            const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, 0, rows, c, ldc, alpha, beta, BG_GEMM_NV, te);
+    bg__ukernel_body(kc, a, b, 0, rows, vo, c, ldc, alpha, beta, BG_GEMM_NV, te);
 }
 
 /* The tile's first VW * nv columns (nv = 1 .. NV). */

@@ -157,6 +157,14 @@ CASES = {
                             act=ACT_RELU),
     "shifted_stride3x1_dil": Conv(2, 12, 23, 17, 20, (3, 3), stride=(3, 1), dil=(2, 1),
                                   pads=(2, 0, 1, 2)),
+    # Aligned (OW a multiple of the vector width): Y's own columns, each vector read from
+    # its image row: a CNN's 16x16 stage; five bands with a row-edge tile (M = 100); a
+    # ragged last tile of whole vectors (5 x 16 = 80 columns); phase planes; a batch.
+    "shifted_aligned_16x16": Conv(1, 32, 16, 16, 32, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
+    "shifted_aligned_bands": Conv(1, 8, 60, 32, 100, (3, 3), pads=(1, 1, 1, 1), act=ACT_CLIP),
+    "shifted_aligned_ragged": Conv(2, 16, 5, 16, 16, (3, 3), pads=(1, 1, 1, 1)),
+    "shifted_aligned_stride2": Conv(1, 16, 32, 32, 24, (3, 3), stride=(2, 2),
+                                    pads=(1, 1, 1, 1), act=ACT_RELU),
 }
 SHIFTED = sorted(name for name in CASES if name.startswith("shifted"))
 # Few output pixels, many filters: Y^T with the pixels on the tile's 4-row side (bg_conv.h).

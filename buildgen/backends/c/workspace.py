@@ -206,18 +206,21 @@ def conv2d_shifted_bytes(p: Mapping[str, int], tile: Tile = NARROW) -> int:
     hp, wp = _window_extent(p)
     hq, wq = -(-hp // sh), -(-wp // sw)  # a phase plane
     band_rows = min(oh, max(1, _CONV_BAND_FLOATS // (mg * wq)))
+    # aligned: the GEMM computes Y's own columns, straight into Y (no product, no copy)
+    aligned = ow % tile.lanes == 0
 
     def columns(rows: int) -> int:
-        return (rows - 1) * wq + ow
+        return rows * ow if aligned else (rows - 1) * wq + ow
 
     k, n, rows = cg * taps, oh * ow, _round_up(mg, tile.mr)
     tiles = oh // band_rows * _round_up(columns(band_rows), tile.nr)
     if oh % band_rows:
         tiles += _round_up(columns(oh % band_rows), tile.nr)
-    if tiles * rows * k + 4 * mg * n >= _round_up(n, tile.nr) * rows * k + 12 * n * k:
+    copy = 0 if aligned else 4 * mg * n
+    if tiles * rows * k + copy >= _round_up(n, tile.nr) * rows * k + 12 * n * k:
         return 0
     image = _round_up(cg * sh * sw * hq * wq + tile.nr, 16)
-    product = _round_up(mg * columns(band_rows), 16)
+    product = 0 if aligned else _round_up(mg * columns(band_rows), 16)
     return (image + product + 2 * k) * 4 + 64
 
 
