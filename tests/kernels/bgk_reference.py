@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH = range(6)
+ACT_NONE, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_HARDSWISH = range(7)
 
 
 def apply_act(y: np.ndarray, act: int, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
@@ -24,6 +24,8 @@ def apply_act(y: np.ndarray, act: int, alpha: float = 0.0, beta: float = 0.0) ->
         return 1.0 / (1.0 + np.exp(-y))
     if act == ACT_TANH:
         return np.tanh(y)
+    if act == ACT_HARDSWISH:
+        return y * np.clip(y / 6.0 + 0.5, 0.0, 1.0)
     assert act == ACT_NONE
     return y
 

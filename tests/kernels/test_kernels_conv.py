@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from bgk_reference import ACT_CLIP, ACT_NONE, ACT_RELU, ACT_TANH, apply_act, conv_out, run_one_node
+from bgk_reference import (
+    ACT_CLIP,
+    ACT_HARDSWISH,
+    ACT_NONE,
+    ACT_RELU,
+    ACT_TANH,
+    apply_act,
+    conv_out,
+    run_one_node,
+)
 from conftest import Epilogue, Kernels
 
 from buildgen.backends.c.workspace import (
@@ -91,6 +100,9 @@ CASES = {
     "depth_multiplier2": Conv(1, 4, 9, 9, 8, (3, 3), group=4, pads=(0, 1, 1, 0)),
     # Row widths between whole vector steps: 17 (8 + 8 + an overlapping 8), 30 (24 + an
     # overlapping 8), 45 (32 + an overlapping 16), at stride 1 and 2.
+    # PP-LCNet's blocks: HardSwish in the epilogue, in registers (bg__dw_block)
+    "depthwise_hardswish": Conv(1, 8, 14, 40, 8, (3, 3), group=8, pads=(1, 1, 1, 1),
+                                act=ACT_HARDSWISH),
     "depthwise_ow30": Conv(2, 3, 6, 30, 3, (3, 3), group=3, pads=(1, 1, 1, 1), act=ACT_CLIP),
     "depthwise_ow17_s2": Conv(1, 2, 7, 34, 2, (3, 3), group=2, stride=(2, 2), pads=(1, 1, 1, 1)),
     "depthwise_ow45": Conv(1, 2, 5, 45, 4, (3, 3), group=2, pads=(1, 1, 1, 1), act=ACT_TANH),
