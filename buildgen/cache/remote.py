@@ -23,7 +23,7 @@ A blob the server served damaged (or an entry whose blobs could not be had) is h
 action runs, and its fresh outputs are uploaded again, overwriting what the server holds
 (``upload_action(..., force=True)``), though a HEAD request says the server has them.
 
-Credentials are read from the environment or netrc at request time and kept nowhere else.
+The transport (one request, its deadline, the credentials it sends) is http_client.py's.
 
 A safe set-up. ``read_only`` is enforced by this client only: a job that holds write
 credentials can write whatever it likes, and whatever it writes every other build restores
@@ -43,21 +43,24 @@ into its libraries. So the server must enforce who writes:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
-import http.client
-import netrc
-import os
 import re
-import socket
-import ssl
 import sys
-import threading
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from buildgen.cache.http_client import (
+    ENV_HEADER,
+    ENV_TOKEN,
+    BodyTooLarge,
+    Deadlines,
+    NoAnswer,
+    auth_headers,
+    error,
+    send,
+)
 from buildgen.cache.model import ActionResult
 from buildgen.cache.protocol import (
     ProtocolError,
@@ -66,10 +69,7 @@ from buildgen.cache.protocol import (
     validate_action_result,
 )
 from buildgen.cache.shared_state import SharedState, printable
-from buildgen.errors import BuildgenError, Diagnostic
 
-ENV_HEADER = "BUILDGEN_REMOTE_CACHE_HEADER"  # a whole header: "Authorization: Bearer xyz"
-ENV_TOKEN = "BUILDGEN_REMOTE_CACHE_TOKEN"  # sent as "Authorization: Bearer <token>"
 CONNECT_TIMEOUT = 2.0  # s: a cache that is slow to accept is as good as down
 READ_TIMEOUT = 30.0  # s between bytes, so a large library still downloads
 TOTAL_TIMEOUT = 60.0  # s for a whole request: a dripping server is as good as down
@@ -82,18 +82,6 @@ MAX_ACTION_BYTES = 1 << 20
 MAX_BLOB_BYTES = 4 << 30
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(\S[^\r\n]*)")
-_CHUNK = 1 << 16
-
-
-class _TooLarge(Exception):
-    """A response body longer than the caller's limit: read no further."""
-
-
-class _Truncated(http.client.HTTPException):
-    """A body that ended before its Content-Length: the connection was cut."""
-
-
 @dataclass(frozen=True)
 class RemoteCache:
     url: str  # scheme://host[:port][/prefix], never with credentials
@@ -119,26 +107,26 @@ class RemoteCache:
         # The messages never echo the URL: it may hold a secret in the wrong place.
         parts = urllib.parse.urlsplit(url.strip())
         if parts.username is not None or parts.password is not None:
-            raise _error(
+            raise error(
                 "the remote cache URL must not contain credentials (user:password@): they "
                 "would end up in logs and build files",
                 f"put them in ~/.netrc ('machine {parts.hostname} login USER password PASS'), "
                 f"or set {ENV_TOKEN} or {ENV_HEADER}",
             )
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise _error("the remote cache URL must start with http:// or https:// and a host")
+            raise error("the remote cache URL must start with http:// or https:// and a host")
         if parts.query or parts.fragment:
-            raise _error("the remote cache URL must not have a query (?...) or a fragment (#...)")
+            raise error("the remote cache URL must not have a query (?...) or a fragment (#...)")
         try:
             parts.port  # noqa: B018 - a bad port raises here, not at the first request
         except ValueError:
-            raise _error("the remote cache URL's port is not a number in 1-65535") from None
-        _auth_headers(parts.hostname, strict=True)
+            raise error("the remote cache URL's port is not a number in 1-65535") from None
+        auth_headers(parts.hostname, strict=True)
         base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
         if timeout is None:
             return cls(base, read_only, Path(state_dir))
         if not timeout > 0:
-            raise _error("the remote cache timeout must be a positive number of seconds")
+            raise error("the remote cache timeout must be a positive number of seconds")
         return cls(
             base, read_only, Path(state_dir),
             connect_timeout=min(CONNECT_TIMEOUT, timeout),
@@ -271,118 +259,30 @@ class RemoteCache:
     ) -> tuple[int, bytes, int | None] | None:
         """(status, body, Content-Length) for 2xx, 404 and the per-entry PUT refusals; None
         once the server is down, and for a GET body over ``limit`` bytes (a miss, reported).
-
-        Only a 200 GET's body is read. Plain http.client rather than urllib: it lets the
-        connect timeout (short) differ from the read timeout (long enough for a large blob),
-        and one connection per request is all a process running one action needs. A
-        watchdog thread shuts the socket down at the deadline, which ends any read at once:
-        a per-read timeout alone lets a server that drips bytes hold a request for ever.
-        """
+        The transport, deadlines included, is http_client.send's."""
         if self.is_down():
             return None
-        parts = urllib.parse.urlsplit(self.url)
-        host = parts.hostname or ""
-        conn: http.client.HTTPConnection
-        if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                host, parts.port, timeout=self.connect_timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(host, parts.port, timeout=self.connect_timeout)
-        headers = {"Connection": "close", **_auth_headers(host, strict=False)}
-        if body is not None:
-            headers["Content-Type"] = "application/octet-stream"
-        watchdog = _Watchdog(conn, self.timeout)
-        length: int | None = None
+        deadlines = Deadlines(self.connect_timeout, self.read_timeout, self.timeout)
         try:
-            conn.connect()
-            if conn.sock is not None:
-                conn.sock.settimeout(min(self.read_timeout, self.timeout))
-            conn.request(method, parts.path + path, body=body, headers=headers)
-            response = conn.getresponse()
-            status, reason = response.status, response.reason
-            length = _content_length(response)
-            data = b""
-            if method == "GET" and status == 200:
-                data = _read_body(response, limit)
-        except _TooLarge:
-            what = f"{length} bytes" if length is not None else "a longer body"
+            reply = send(self.url, method, path, body, limit, deadlines)
+        except BodyTooLarge as e:
+            what = f"{e.length} bytes" if e.length is not None else "a longer body"
             self._record(
                 "too-large", path.rsplit("/", 1)[-1],
                 f"remote cache answered {method} {path} with {what}, more than the "
                 f"{limit} expected: not read, a miss",
             )  # fmt: skip
             return None
-        except (OSError, http.client.HTTPException, ValueError) as e:
-            # Socket/TLS errors are OSErrors; ValueError: a header http.client cannot parse.
-            cause = f"no answer within {self.timeout:g} s" if watchdog.fired else _describe(e)
-            self._mark_down(f"{method} {path}: {cause}")
+        except NoAnswer as e:
+            self._mark_down(f"{method} {path}: {e}")
             return None
-        finally:
-            watchdog.stop()
-            conn.close()
+        status = reply.status
         if 200 <= status < 300 or (status == 404 and method != "PUT"):
-            return status, data, length
+            return status, reply.body, reply.length
         if method == "PUT" and status in (400, 413):
-            return status, data, length
-        self._mark_down(f"{method} {path}: HTTP {status} {printable(reason, 60)}")
+            return status, reply.body, reply.length
+        self._mark_down(f"{method} {path}: HTTP {status} {printable(reply.reason, 60)}")
         return None
-
-
-class _Watchdog:
-    """Shuts ``conn``'s socket down after ``seconds`` unless stopped first."""
-
-    def __init__(self, conn: http.client.HTTPConnection, seconds: float):
-        self.conn = conn
-        self.fired = False
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._stopped:
-                return
-            self.fired = True
-            sock = self.conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def stop(self) -> None:
-        """After this returns, the watchdog touches the connection no more (it may close)."""
-        with self._lock:
-            self._stopped = True
-        self._timer.cancel()
-
-
-def _content_length(response: http.client.HTTPResponse) -> int | None:
-    """The Content-Length the server sent (http.client says 0 for any HEAD), if a number."""
-    value = (response.getheader("Content-Length") or "").strip()
-    return int(value) if value.isdigit() and value.isascii() else None
-
-
-def _read_body(response: http.client.HTTPResponse, limit: int) -> bytes:
-    """The whole body, at most ``limit`` bytes (else _TooLarge); _Truncated when it ends
-    before its Content-Length."""
-    declared = response.length
-    if declared is not None and declared > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        chunk = response.read(min(_CHUNK, limit - total + 1))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            raise _TooLarge
-    if declared is not None and total != declared:
-        raise _Truncated(f"the body ended after {total} of {declared} bytes")
-    return b"".join(chunks)
 
 
 def shared_state(state_dir: Path) -> SharedState:
@@ -408,62 +308,8 @@ def reset_remote_state(state_dir: Path) -> None:
     shared_state(state_dir).reset()
 
 
-def _auth_headers(host: str, *, strict: bool) -> dict[str, str]:
-    """The credential header, first of: $BUILDGEN_REMOTE_CACHE_HEADER, _TOKEN, netrc (Basic).
-
-    ``strict`` (at settings time) turns malformed settings into errors; at request time a
-    malformed setting sends no credentials and the server's 401 marks the remote down.
-    Error messages never quote the values.
-    """
-    header = os.environ.get(ENV_HEADER, "")
-    if header:
-        match = _HEADER.fullmatch(header.strip())
-        if match:
-            return {match.group(1): match.group(2).strip()}
-        if strict:
-            raise _error(f"${ENV_HEADER} must look like 'Name: value' on one line")
-        return {}
-    token = os.environ.get(ENV_TOKEN, "").strip()
-    if token:
-        if re.fullmatch(r"[\x21-\x7e]+", token):
-            return {"Authorization": f"Bearer {token}"}
-        if strict:
-            raise _error(f"${ENV_TOKEN} must be printable ASCII without spaces")
-        return {}
-    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
-    if not path.is_file():
-        return {}
-    try:
-        entry = netrc.netrc(str(path)).authenticators(host)
-    except (netrc.NetrcParseError, OSError) as e:
-        if strict:
-            # Not the parser's message: it may quote a token of the file.
-            line = getattr(e, "lineno", None)
-            where = f"{path}:{line}" if line else str(path)
-            raise _error(
-                f"{where}: cannot read the netrc file", "check its syntax, and chmod 600 it"
-            ) from None
-        return {}
-    if entry is None:
-        return {}
-    login, _, password = entry
-    basic = base64.b64encode(f"{login}:{password or ''}".encode()).decode("ascii")
-    return {"Authorization": f"Basic {basic}"}
-
-
 def _checked(name: str) -> str:
     """Keys and digests are sha256 hex: checked so nothing else reaches the URL path."""
     if not _HEX64.fullmatch(name):
         raise ValueError(f"not a sha256 hex digest: {name!r}")
     return name
-
-
-def _describe(e: BaseException) -> str:
-    """What went wrong, for a message: an exception's text may quote the server's bytes."""
-    if isinstance(e, TimeoutError):
-        return "timed out"
-    return printable(str(e) or type(e).__name__, 80)
-
-
-def _error(message: str, hint: str | None = None) -> BuildgenError:
-    return BuildgenError(Diagnostic(message, hint=hint))
