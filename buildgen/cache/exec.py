@@ -12,12 +12,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,10 +28,11 @@ from buildgen.cache.action import (
     output_name,
     parse_exec_args,
 )
+from buildgen.cache.command import ArchiveStaging, Ran, echo, run_command
 from buildgen.cache.depfile import depfile_text, parse_depfile
 from buildgen.cache.depsets import DepSets
 from buildgen.cache.keys import KeyParts, PathFrame, base_key, full_key
-from buildgen.cache.model import ARCHIVE_RULE, ARCHIVE_STAGING, ActionResult, OutputFile
+from buildgen.cache.model import ActionResult, OutputFile
 from buildgen.cache.restore import restore
 from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, load_settings
 from buildgen.cache.store import LocalStore
@@ -51,9 +49,6 @@ if TYPE_CHECKING:
 CONSOLE = (".buildgen/console/stdout", ".buildgen/console/stderr")
 ENV_EXPLAIN = "BUILDGEN_CACHE_EXPLAIN"  # =1: write each action's key document
 EXPLAIN_DIR = ".buildgen/keys"  # <build>/.buildgen/keys/<first output>.json
-# Set in a stage worker (buildgen/worker/stages.py): runs a Python stage's command in a fork
-# of the warm worker and returns (status, stdout, stderr), or None for any other command.
-stage_runner: Callable[[Sequence[str], bool], tuple[int, bytes, bytes] | None] | None = None
 
 
 def main(argv: Sequence[str]) -> int:
@@ -98,88 +93,6 @@ def main(argv: Sequence[str]) -> int:
     return code
 
 
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    console: tuple[bytes, bytes] = (b"", b"")  # stdout, stderr, when captured
-
-
-def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
-    """Run the command as ninja would have. Without restat the outputs are removed first:
-    a tool that appends (ar) starts clean, and a failure leaves no stale output behind.
-    With `capture` what it prints is passed on and also returned, to be cached."""
-    if not spec.restat:
-        for path in spec.outputs:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-    if stage_runner is not None and (ran := stage_runner(spec.command, capture)) is not None:
-        code, stdout, stderr = ran
-        if capture:
-            _echo(stdout, stderr)
-        return Ran(code, (stdout, stderr))
-    staged = _ArchiveStaging.of(spec)
-    try:
-        done = subprocess.run(staged.command if staged else spec.command, check=False,
-                              capture_output=capture)
-    except OSError as exc:
-        print(f"error: {spec.command[0]}: {exc.strerror or exc}", file=sys.stderr)
-        return Ran(127)
-    if staged and done.returncode == 0:
-        staged.commit()
-    elif staged:
-        _ArchiveStaging.clear(spec)
-    if not capture:
-        return Ran(done.returncode)
-    _echo(done.stdout, done.stderr)
-    return Ran(done.returncode, (done.stdout, done.stderr))
-
-
-@dataclass(frozen=True)
-class _ArchiveStaging:
-    """`ar` writes its temp file beside the archive, and a kill leaves it there for good:
-    the archive is written in a folder of its own (removed whole by the next run), then
-    moved into place, as the rule does with the cache off (buildgen/ninja/rules.py)."""
-
-    folder: str
-    output: str
-    command: tuple[str, ...]
-
-    @staticmethod
-    def of(spec: ActionSpec) -> _ArchiveStaging | None:
-        if spec.rule != ARCHIVE_RULE or len(spec.outputs) != 1:
-            return None
-        output = spec.outputs[0]
-        if output not in spec.command:
-            return None
-        folder = _ArchiveStaging.clear(spec)
-        os.mkdir(folder)
-        staged = os.path.join(folder, "a")
-        command = tuple(staged if word == output else word for word in spec.command)
-        return _ArchiveStaging(folder, output, command)
-
-    def commit(self) -> None:
-        os.replace(os.path.join(self.folder, "a"), self.output)
-        os.rmdir(self.folder)
-
-    @staticmethod
-    def clear(spec: ActionSpec) -> str:
-        """Remove what a killed or failed archive left (also before a restore from the
-        cache, which runs no ar); the staging folder's path."""
-        if spec.rule != ARCHIVE_RULE or not spec.outputs:
-            return ""
-        folder = spec.outputs[0] + ARCHIVE_STAGING
-        shutil.rmtree(folder, ignore_errors=True)
-        return folder
-
-
-def _echo(stdout: bytes, stderr: bytes) -> None:
-    for stream, data in ((sys.stdout, stdout), (sys.stderr, stderr)):
-        if data:
-            stream.flush()
-            stream.buffer.write(data)
-            stream.buffer.flush()
-
-
 class CachedAction:
     def __init__(self, spec: ActionSpec, settings: CacheSettings, build: Path):
         self.spec = spec
@@ -197,7 +110,7 @@ class CachedAction:
 
     def execute(self) -> tuple[str, int]:
         """(outcome, exit status): outcome is "local", "remote" or "ran"."""
-        _ArchiveStaging.clear(self.spec)
+        ArchiveStaging.clear(self.spec)
         names = [output_name(p) for p in self.spec.outputs]
         if None in names:
             return "ran", run_command(self.spec).code
@@ -244,7 +157,7 @@ class CachedAction:
             return here("ran")
         if done is None:
             return here("fallback")
-        _echo(done.stdout, done.stderr)
+        echo(done.stdout, done.stderr)
         return ("remote" if done.cached else "executed"), Ran(
             done.exit_code, (done.stdout, done.stderr))
 
@@ -291,7 +204,7 @@ class CachedAction:
             ):
                 self.heal = self.heal or where == "remote"
                 return False
-            _echo(printed.get(CONSOLE[0]) or b"", printed.get(CONSOLE[1]) or b"")
+            echo(printed.get(CONSOLE[0]) or b"", printed.get(CONSOLE[1]) or b"")
             if where == "remote":  # keep what the remote gave: the next build finds it here
                 self.added += self.store.put_action(key, result)
         except OSError:

@@ -132,10 +132,10 @@ def _warm() -> None:
     loaded. A module that cannot load here (an optional library missing) is left for the
     action to report, exactly as without a worker."""
     import buildgen
-    from buildgen.cache import exec as cache_exec
+    from buildgen.cache import command
     from buildgen.worker.stages import run_stage_in_fork
 
-    cache_exec.stage_runner = run_stage_in_fork
+    command.stage_runner = run_stage_in_fork
     for name in _LIBRARIES:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
