@@ -12,8 +12,10 @@
     stats.py     hit/miss counters and the store's size
     restore.py   writing a hit's outputs into the build dir
     exec.py      `python -m buildgen.cache exec ... -- <command>`: the wrapper itself
+    command.py   running an action's command as ninja would (a miss, or no cache)
     journal.py   one line per action; summary.py turns them into the end-of-build summary
-    remote.py    the Bazel HTTP remote-cache client (protocol.py: its wire format)
+    remote.py    the Bazel HTTP remote-cache client (protocol.py: its wire format;
+                 http_client.py: one request under a deadline, and its credentials)
     settings.py  where the cache is and how it behaves: manifest, then environment
     cli.py       `buildgen cache stats|clean`
 
