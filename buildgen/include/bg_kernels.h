@@ -177,6 +177,13 @@ typedef double bg_v4d __attribute__((vector_size(32))); /* for 64-bit lane permu
 #else
 #define BG_FMA8(a, b, c) ((a) * (b) + (c))
 #endif
+/* One lane of BG_FMA8, fused exactly where it is: a ragged tile merged with beta * C in
+ * scalars keeps the bits a whole tile's vector store gives it. */
+#if defined(__FMA__) || BG_NATIVE_V8
+#define BG_FMA1(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define BG_FMA1(a, b, c) ((a) * (b) + (c))
+#endif
 
 /* ---- 4-wide vectors: the GEMM micro-kernel where registers are 128 bits (bg_gemm.h) ----
  * Without 256-bit registers (aarch64's NEON, x86-64's SSE baseline, riscv64) a bg_v8f has no register of

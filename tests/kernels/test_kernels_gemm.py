@@ -179,6 +179,31 @@ def test_the_8x32_tile_gives_the_bits_of_the_4x24_one(kernel_builds, bias_axis: 
     assert out[0].tobytes() == out[1].tobytes()
 
 
+@pytest.mark.parametrize("prepacked", [False, True])
+def test_a_row_alone_gives_the_bits_it_has_in_a_whole_tile(kernels_any: Kernels,
+                                                           prepacked: bool) -> None:
+    """A tile of one row (M = 1 with B prepacked, the last row of M = 9) runs its own kernel
+    (bg__ukernel_row): each output must keep the bits it has as a row of a whole tile (the
+    same rows of M = 16), over several K slices, with alpha, beta and an epilogue."""
+    rng = np.random.default_rng(5)
+    kk, n = 600, 75
+    a = rng.standard_normal((16, kk)).astype(np.float32)
+    b = rng.standard_normal((kk, n)).astype(np.float32)
+    c0 = rng.standard_normal((16, n)).astype(np.float32)
+    ep = Epilogue(rng.standard_normal(n).astype(np.float32), 0, ACT_RELU)
+    out = {}
+    for m in (16, 9, 1):
+        if m == 1 and not prepacked:
+            continue  # an unpacked B at M = 1 goes to the matrix-vector loops instead
+        c = c0[:m].copy()
+        kernels_any.sgemm(False, False, 0.5, np.ascontiguousarray(a[:m]), b, 0.75, c, ep,
+                          prepacked=prepacked)
+        out[m] = c
+    assert out[9].tobytes() == out[16][:9].tobytes()
+    if prepacked:
+        assert out[1].tobytes() == out[16][:1].tobytes()
+
+
 @pytest.mark.parametrize("misalign", [1, 4, 36, 63])
 def test_unaligned_workspace(kernels: Kernels, misalign: int) -> None:
     check(kernels, 23, 31, 45, True, False, misalign=misalign)
@@ -249,3 +274,9 @@ def test_at_x86_64_v4_the_tile_steps_k_in_sixteen_512_bit_fmas(tmp_path):
         assert len(fmas) == 16 and all("%zmm" in f for f in fmas), "\n".join(loop)
         assert len([line for line in loop if "vbroadcastss" in line]) == 8, "\n".join(loop)
         assert not any("(%rsp)" in line for line in loop), "\n".join(loop)
+    # One row's k step: a broadcast and the row's two FMAs, B prefetched ahead, no spills.
+    loop = _k_loop(text, "bg__ukernel_row")
+    fmas = [line for line in loop if "vfmadd" in line]
+    assert len(fmas) == 2 and all("%zmm" in f for f in fmas), "\n".join(loop)
+    assert len([line for line in loop if "prefetch" in line]) == 2, "\n".join(loop)
+    assert not any("(%rsp)" in line for line in loop), "\n".join(loop)
