@@ -125,6 +125,11 @@ CASES = {
                              act=ACT_RELU),
     "depthwise_cl_stride_3x1": Conv(1, 16, 10, 7, 16, (3, 3), group=16, stride=(3, 1),
                                     pads=(1, 1, 1, 1)),
+    # Rows in equal steps of outputs: 14 as 7 + 7 (PP-LCNet's 5x5 layers), 13 as 7 then 6.
+    "depthwise_cl_5x5_ow14": Conv(1, 16, 14, 14, 16, (5, 5), group=16, pads=(2, 2, 2, 2),
+                                  act=ACT_HARDSWISH),
+    "depthwise_cl_ow13": Conv(1, 12, 13, 13, 12, (3, 3), group=12, pads=(1, 1, 1, 1),
+                              act=ACT_CLIP),
     # Larger planes, one plane at a time: vector rows (2 at once, and 4), strided vector
     # loads, the flat loop of narrow rows at stride 1, one output at a time at stride 3.
     "depthwise_plane_s2": Conv(1, 3, 60, 62, 3, (3, 3), group=3, stride=(2, 2),
