@@ -45,6 +45,15 @@ CONVS = [
     (1, 64, 56, 56, 128, 28, 28, 3, 3, 1, 2, 2, 1, 1, 1, 1),
     (1, 40, 1, 50, 48, 1, 50, 1, 5, 1, 1, 1, 1, 1, 0, 2),
 ]
+# A grid of 3x3 layers as CNNs have them, where the forms' plans turn on the map's width
+# (a multiple of 8 or 16 lanes or neither: the shifted form's aligned variant), the stride,
+# and the channel counts (the packed and transposed forms, the K limit of strided shifts).
+CONVS += [
+    (1, c, hw * s, hw * s, m, hw, hw, 3, 3, 1, s, s, 1, 1, 1, 1)
+    for c, m in ((16, 32), (64, 64), (64, 192), (256, 128))
+    for hw in (7, 14, 16, 28, 32, 56)
+    for s in (1, 2)
+]
 FIELDS = [
     "N",
     "C",
