@@ -433,8 +433,8 @@ static inline void bg__ukernel(int64_t kc, const float *a, const float *b, int64
  * a k step is a broadcast, NV loads and NV FMAs, and a prefetch runs BG__ROW_AHEAD steps
  * ahead: a 512 x 1280 layer on a 1 x 1 map (PP-LCNet's last) from cold weights took 320-355
  * us as a tile's row, 210-225 us so (a plain read of its 2.6 MB: 220 us); 100-135 -> 52-88
- * us warm (x86-64-v4, -O3, alternated). Each output is the tile row's: the same FMAs (lane by lane, so at any vector width)
- * in the same order, scaled by alpha alike. */
+ * us warm (x86-64-v4, -O3, alternated). Each output is the tile row's: the same FMAs (lane
+ * by lane, so at any vector width) in the same order, scaled by alpha alike. */
 #if BG_GEMM_VW == 16
 typedef bg__v16f bg__rowv;
 #define BG__ROW_VW 16
