@@ -25,7 +25,10 @@
  *   bg_pack.h     bg_sgemm's packing of A and B blocks into micro-panels
  *   bg_gemv.h     bg_sgemm's matrix-vector paths (M == 1 or N == 1)
  *   bg_window.h   one output row of a sliding window (depthwise conv, pooling)
- *   bg_conv.h     bg_conv2d: implicit im2col (packed straight into GEMM panels), depthwise
+ *   bg_conv.h     bg_conv2d: its plans (which form a layer takes), workspace and entry points
+ *     bg_conv_depthwise.h  the direct form: one input channel per group (depthwise)
+ *     bg_conv_gemm.h       the GEMM forms: implicit im2col, shifted, transposed
+ *     bg_conv_pixel.h      the pixel form: a few input channels (a network's stem)
  *   bg_pool.h     bg_maxpool2d, bg_avgpool2d and their 3-D forms (two 2-D passes)
  */
 #ifndef BG_KERNELS_H

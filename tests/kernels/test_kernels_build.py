@@ -47,8 +47,8 @@ def test_header_compiles_without_warnings(tmp_path: Path, flags: str, source: st
     compile_c(src, tmp_path / f"{source}.so", FLAGS[flags])
 
 
-PARTS = ["bg_gemm.h", "bg_pack.h", "bg_gemv.h", "bg_window.h", "bg_conv.h", "bg_pool.h",
-         "bg_threads.h"]
+PARTS = ["bg_gemm.h", "bg_pack.h", "bg_gemv.h", "bg_window.h", "bg_conv.h", "bg_conv_depthwise.h",
+         "bg_conv_gemm.h", "bg_conv_pixel.h", "bg_pool.h", "bg_threads.h"]
 
 
 @pytest.mark.parametrize("part", PARTS)
