@@ -157,7 +157,7 @@ static inline int bg_dnnl_matmul(bg_dnnl_module *m, bg_dnnl_region *r, const bg_
     if (bg_dnnl_attr(m, r, posts, nposts, &x, what) != 0) return -1;
     int rc = -1;
     /* The inner product wants weights as [N, K]: the transpose of matmul's [K, N]. */
-    const dnnl_dim_t ip_dims[2] = {c->weights_dims[1], c->weights_dims[0]};
+    const dnnl_dims_t ip_dims = {c->weights_dims[1], c->weights_dims[0]};
     dnnl_status_t s = bg_dnnl_matrix_md(&src_md, n, c->src_dims, c->transpose_src);
     if (s == dnnl_success && c->inner_product)
         s = bg_dnnl_matrix_md(&wei_plain, 2, ip_dims, !c->transpose_weights);

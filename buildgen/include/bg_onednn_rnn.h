@@ -48,7 +48,7 @@ static inline int bg_dnnl_gate_weights(bg_dnnl_module *m, const bg_dnnl_rnn_spec
                 for (long i = 0; i < k; ++i) plain[((d * k + i) * g_n + g) * h_n + h] = row[i];
             }
     dnnl_memory_desc_t md = NULL;
-    const dnnl_dim_t dims[5] = {1, d_n, k, g_n, h_n};
+    const dnnl_dims_t dims = {1, d_n, k, g_n, h_n};
     dnnl_status_t s = bg_dnnl_plain_md(&md, 5, dims);
     int rc = s == dnnl_success ? 0 : bg_dnnl_fail(m->env, what, bg_dnnl_status_name(s));
     /* A scale of 1 makes bg_dnnl_constant copy `plain` (freed below) into memory it owns. */
@@ -65,7 +65,7 @@ static inline int bg_dnnl_state(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
                                 int tensor, long offset, int zero, dnnl_memory_t *out,
                                 const char *what)
 {
-    const dnnl_dim_t dims[4] = {1, c->directions, c->batch, c->hidden};
+    const dnnl_dims_t dims = {1, c->directions, c->batch, c->hidden};
     if (tensor >= 0) return bg_dnnl_operand(m, r, &r->tensors[tensor], 4, dims, out);
     dnnl_memory_desc_t md;
     BG_DNNL_TRY(m, what, bg_dnnl_plain_md(&md, 4, dims));
@@ -113,11 +113,11 @@ static inline int bg_dnnl_rnn(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dnn
 {
     const int lstm = c->cell == BG_DNNL_LSTM;
     const long d_n = c->directions, h_n = c->hidden;
-    const dnnl_dim_t layer_in[3] = {c->steps, c->batch, c->input};
-    const dnnl_dim_t layer_out[3] = {c->steps, c->batch, d_n * h_n};
-    const dnnl_dim_t wl[5] = {1, d_n, c->input, c->gates, h_n};
-    const dnnl_dim_t wi[5] = {1, d_n, h_n, c->gates, h_n};
-    const dnnl_dim_t bias_dims[4] = {1, d_n, c->bias_gates, h_n};
+    const dnnl_dims_t layer_in = {c->steps, c->batch, c->input};
+    const dnnl_dims_t layer_out = {c->steps, c->batch, d_n * h_n};
+    const dnnl_dims_t wl = {1, d_n, c->input, c->gates, h_n};
+    const dnnl_dims_t wi = {1, d_n, h_n, c->gates, h_n};
+    const dnnl_dims_t bias_dims = {1, d_n, c->bias_gates, h_n};
     dnnl_memory_t mem[9] = {NULL}; /* in the order of bg_dnnl_rnn_pd's md */
     dnnl_memory_desc_t owned[4] = {NULL}; /* weights_layer, weights_iter (any), bias, dst */
     dnnl_primitive_desc_t pd = NULL;
@@ -162,8 +162,8 @@ static inline int bg_dnnl_rnn(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dnn
         if (bg_dnnl_operand(m, r, &r->tensors[c->y], 3, layer_out, &mem[6]) != 0) goto done;
     } else {
         if (bg_dnnl_memory(m, owned[3], DNNL_MEMORY_ALLOCATE, &mem[6], what) != 0) goto done;
-        const dnnl_dim_t dims[4] = {c->steps, d_n, c->batch, h_n};
-        const dnnl_dim_t strides[4] = {c->batch * d_n * h_n, h_n, d_n * h_n, 1};
+        const dnnl_dims_t dims = {c->steps, d_n, c->batch, h_n};
+        const dnnl_dims_t strides = {c->batch * d_n * h_n, h_n, d_n * h_n, 1};
         dnnl_memory_desc_t view = NULL;
         void *bytes = NULL;
         int failed = dnnl_memory_desc_create_with_strides(&view, 4, dims, dnnl_f32, strides)
@@ -185,7 +185,7 @@ static inline int bg_dnnl_rnn(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dnn
         if (mem[i]) args[nargs++] = (dnnl_exec_arg_t){arg[i], mem[i]};
     dnnl_memory_t y = NULL;
     if (spread != NULL) {
-        const dnnl_dim_t dims[4] = {c->steps, d_n, c->batch, h_n};
+        const dnnl_dims_t dims = {c->steps, d_n, c->batch, h_n};
         if (bg_dnnl_operand(m, r, &r->tensors[c->y], 4, dims, &y) != 0) goto done;
     }
     rc = bg_dnnl_finish(m, r, pd, &x, args, nargs, mem[6], NULL, what);

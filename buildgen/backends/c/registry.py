@@ -57,6 +57,7 @@ def op_table() -> Mapping[str, OpEntry]:
         lp_pool,
         matmul,
         norm,
+        one_hot,
         pad,
         recurrent,
         reduce,
@@ -89,6 +90,7 @@ def op_table() -> Mapping[str, OpEntry]:
         center_crop_pad,
         det,
         eye_like,
+        one_hot,
     )
     for family in families:
         for entry in family.ENTRIES:

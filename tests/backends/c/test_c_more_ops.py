@@ -2,7 +2,7 @@
 Swish, Shrink, Mod, CastLike, Hardmax, RMSNormalization,
 MeanVarianceNormalization, LpNormalization, DepthToSpace,
 SpaceToDepth, LpPool, ReverseSequence, CenterCropPad, Det, EyeLike,
-TopK and the two losses."""
+OneHot, TopK and the two losses."""
 
 from __future__ import annotations
 
@@ -170,6 +170,23 @@ CASES = [
         ["y"],
     ),
     Case("eyelike_k2", [node("EyeLike", ["x"], ["y"], k=2)], {"x": rand(RNG, 3, 5)}, ["y"]),
+    # magika 0.5's input: float bytes one-hot encoded on the last axis. Negative indices
+    # count from the end; fractions truncate; out-of-range ones and NaN give rows all "off".
+    Case(
+        "onehot_float_last",
+        [node("OneHot", ["x", "depth", "values"], ["y"])],
+        {"x": np.array([[0, 3.7, -1, -6, 6, 2, np.nan, -5.5], [5, 1, -2.2, 9, 0, 4, 1e30, -6.9]],
+                       np.float32)},
+        ["y"],
+        {"depth": np.array(6, np.float32), "values": np.array([-0.5, 2.0], np.float32)},
+    ),
+    Case(
+        "onehot_int_axis1",
+        [node("OneHot", ["x", "depth", "values"], ["y"], axis=1)],
+        {"x": np.array([[1, -3, 4], [0, 7, -4]], np.int64)},
+        ["y"],
+        {"depth": np.array([4], np.int64), "values": np.array([0, 1], np.int64)},
+    ),
     _topk("topk_last", (3, 7), 3),
     _topk("topk_axis1_smallest", (2, 6, 3), 2, axis=1, largest=0),
     _loss("nll_mean_weight", "NegativeLogLikelihoodLoss", (3, 5, 2), True),

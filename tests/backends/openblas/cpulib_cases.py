@@ -196,6 +196,17 @@ def depthwise_3d() -> onnx.ModelProto:
     return b.model()
 
 
+def mm_clip_open() -> onnx.ModelProto:
+    """A Clip whose upper bound is +inf (openwakeword's melspectrogram: Clip(1e-10, inf)
+    before a Log): oneDNN's clip post-op gets beta = INFINITY, which the module must
+    declare (it did not: the build failed)."""
+    b = Builder("mm_clip_open")
+    x = b.input("x", [6, 16])
+    y = b.node("MatMul", [x, b.weight("w", [16, 8])], "mm")
+    b.outputs.append(b.node("Clip", [y, b.scalar("lo", 0.05), b.scalar("hi", np.inf)], "y"))
+    return b.model()
+
+
 def _gelu(b: Builder, x: str, name: str) -> str:
     """GELU the way torch exports it: x * (1 + erf(x / sqrt(2))) * 0.5."""
     d = b.node("Div", [x, b.scalar(f"{name}_sqrt2", 2.0**0.5)], f"{name}_div")
@@ -245,6 +256,7 @@ COMMON = (
 )
 ONEDNN_ONLY = (
     Case("gelu_mlp", gelu_mlp, {"x": (4, 32)}, ("Gemm", "Erf", "MatMul")),
+    Case("mm_clip_open", mm_clip_open, {"x": (6, 16)}, ("MatMul", "Clip")),
     Case("pools", pools, {"x": (1, 8, 15, 15)},
          ("MaxPool", "AveragePool", "Conv", "GlobalAveragePool")),
     Case("norms", norms, {"x": (2, 6, 10)}, ("LayerNormalization", "MatMul", "LogSoftmax")),
@@ -253,4 +265,4 @@ ONEDNN_ONLY = (
          ("Conv", "Relu", "HardSwish")),
 )
 # Built in the quick suite (one small build per backend); the others are slow.
-QUICK = ("conv_block", "mm_batched")
+QUICK = ("conv_block", "mm_batched", "mm_clip_open")
