@@ -48,8 +48,11 @@ EXAMPLES = yaml.safe_load((REPO / "BUILD.yaml").read_text())["models"]
 TARGET = "c"
 RTOL, ATOL = 1e-3, 1e-4
 # (M, N, K): the encoder's feed-forward layers, ResNet-50's 3x3 convolutions as GEMMs (first
-# and last stage), a Linear layer at batch 64.
-BIG_GEMMS = ((128, 1024, 256), (64, 3136, 576), (512, 49, 4608), (64, 1024, 1024))
+# and last stage), a Linear layer at batch 64. Each in the orientation the generated code
+# calls: the first stage's 64 filters by 3136 pixels; the last stage's 7x7 map in the
+# transposed form (bg_conv.h), its 49 pixels on the tile's row side and its 512 filters the
+# packed B.
+BIG_GEMMS = ((128, 1024, 256), (64, 3136, 576), (49, 512, 4608), (64, 1024, 1024))
 
 
 @dataclass(frozen=True)
