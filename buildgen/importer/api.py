@@ -1,8 +1,9 @@
 """import_model: an ONNX file and the manifest's input shapes → graph IR + weights file.
 
-The steps, each in its own module: load (with external data) → name and order the nodes
-→ fix input shapes → ONNX shape inference → fold constants and propagate static shapes →
-convert to the IR (dead code removed, weights laid out).
+The steps, each in its own module: load (with external data) → name the nodes → flatten
+If nodes into both branches and a select → order the nodes → fix input shapes → ONNX shape
+inference → fold constants and propagate static shapes (a select on a constant condition
+becomes the branch it picks) → convert to the IR (dead code removed, weights laid out).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildgen.errors import error
+from buildgen.errors import BuildgenError, error
 from buildgen.importer.activations import hard_activations
 from buildgen.importer.affine import fold_affine
+from buildgen.importer.branches import Select, has_if, inline_ifs, settle
 from buildgen.importer.canonical import canonicalize, drop_identities
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.denormals import flush_denormal_weights
@@ -71,20 +73,22 @@ def import_model(
     nodes = list(onnx_graph.node)
     name_nodes(nodes)
     _check_attributes_once(nodes, path)
-    nodes = topological_order(nodes, [*initializers, *runtime_inputs], path)
-    inferred = infer_model(model, nodes, path)
+    opset_imports = list(model.opset_import)
+    selects: list[Select] = []
+    while has_if(nodes):  # one level of If nodes a pass, outermost first
+        nodes = topological_order(nodes, _defined(onnx_graph, runtime_inputs), path)
+        ready, decided = _conditions(model, nodes, runtime_inputs, selects, path)
+        nodes, inlined = inline_ifs(nodes, onnx_graph, path, ready, decided)
+        selects += inlined
+    nodes = topological_order(nodes, _defined(onnx_graph, runtime_inputs), path)
+    inferred = _infer_flattened(model, nodes, selects, path)
 
     constants = {t.name: _tensor_array(t, path) for t in onnx_graph.initializer}
-    declared = {i.name: i for i in onnx_graph.input}
-    types: dict[str, TensorInfo] = {}
-    for name in runtime_inputs:
-        info = info_from_type(declared[name].type)
-        if info is not None:
-            types[name] = info
+    types = _input_types(onnx_graph, runtime_inputs)
     canonicalize(nodes, constants, inferred, loaded.opset)
-    opset_imports = list(model.opset_import)
     notes: dict[str, str] = {}
     kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
+    settle(kept, selects, _shapes(types, constants), constants, path)
 
     outputs = [o.name for o in onnx_graph.output]
     kept = hard_activations(drop_identities(kept, outputs, constants), constants, outputs)
@@ -108,6 +112,98 @@ def import_model(
     graph, blob = build_graph(spec)
     verify_graph(graph)  # an importer bug must not reach later stages
     return ImportResult(graph, blob, loaded.files_read)
+
+
+def _infer_flattened(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto],
+                     selects: Sequence[Select], path: Path,
+                     outputs: Sequence[str] | None = None) -> dict[str, TensorInfo]:
+    """infer_model, saying so when what fails came from a branch of an If decided at run
+    time: both of its branches are compiled at the manifest's shapes."""
+    try:
+        return infer_model(model, nodes, path, outputs)
+    except BuildgenError as exc:
+        text = str(exc)
+        culprit = next((s for s in selects if f"'{s.node}/" in text or f" {s.node}/" in text),
+                       None)
+        if culprit is None:
+            raise
+        raise error(
+            text.removeprefix("error: ").strip(),
+            hint=f"that node comes from a branch of If '{culprit.node}', whose condition "
+                 f"('{culprit.condition}') is known only at run time: "
+                 "both branches are compiled, at the shapes the manifest gives, and this "
+                 "one is not valid at them. Export the model for the branch you run (or "
+                 "with that condition a constant), or give the shapes that branch expects",
+        ) from exc
+
+
+def _defined(graph: onnx.GraphProto, runtime_inputs: Sequence[str]) -> list[str]:
+    return [*(t.name for t in graph.initializer), *runtime_inputs]
+
+
+def _input_types(graph: onnx.GraphProto, runtime_inputs: Sequence[str]
+                 ) -> dict[str, TensorInfo]:
+    declared = {i.name: i for i in graph.input}
+    types: dict[str, TensorInfo] = {}
+    for name in runtime_inputs:
+        info = info_from_type(declared[name].type)
+        if info is not None:
+            types[name] = info
+    return types
+
+
+def _conditions(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto],
+                runtime_inputs: Sequence[str], selects: Sequence[Select], path: Path
+                ) -> tuple[set[str], dict[str, bool]]:
+    """(The If conditions this pass can decide on: those that depend on no If's result,
+    the value of each of them that folds to a constant at the manifest's shapes.) A
+    constant one (a Shape compared with a number, a flag in the weights) is found by
+    folding copies of the nodes it depends on alone: the branch not taken is then never
+    inlined, nor inferred (it need not be valid at these shapes: silero's is not). One
+    that depends on an If's result waits for a later pass, when that If is gone."""
+    import onnx
+
+    # `nodes` are in topological order: a node is plain when no subgraph is on its path.
+    produced = {output for node in nodes for output in node.output}
+    plain: dict[str, onnx.NodeProto] = {}
+    for node in nodes:
+        subgraph = any(attr.HasField("g") or attr.graphs for attr in node.attribute)
+        if not subgraph and all(name in plain or name not in produced for name in node.input):
+            plain.update((output, node) for output in node.output if output)
+    conditions = [node.input[0] for node in nodes if node.op_type == "If" and node.input
+                  and (node.input[0] in plain or node.input[0] not in produced)]
+    needed: set[int] = set()
+    pending = list(conditions)
+    while pending:
+        producer = plain.get(pending.pop())
+        if producer is not None and id(producer) not in needed:
+            needed.add(id(producer))
+            pending.extend(producer.input)
+    copies = []
+    for node in nodes:
+        if id(node) in needed:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copies.append(copy)
+    inferred = _infer_flattened(model, copies, selects, path, outputs=conditions)
+    constants = {t.name: _tensor_array(t, path) for t in model.graph.initializer}
+    fold(copies, constants, _input_types(model.graph, runtime_inputs), inferred,
+         list(model.opset_import), path, {})
+    return set(conditions), {name: bool(constants[name].reshape(-1)[0])
+                             for name in conditions
+                             if name in constants and constants[name].size == 1}
+
+
+def _shapes(types: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray]
+            ) -> dict[str, tuple[int, ...] | None]:
+    """Each value's static shape, where known: what the branches of an If are checked by."""
+    shapes: dict[str, tuple[int, ...] | None] = {
+        name: tuple(int(d or 0) for d in info.shape)
+        if info.shape is not None and info.is_static else None
+        for name, info in types.items()
+    }
+    shapes.update({name: tuple(value.shape) for name, value in constants.items()})
+    return shapes
 
 
 def _check_outputs(outputs: Sequence[str], defined: set[str], path: Path) -> None:

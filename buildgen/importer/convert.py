@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.errors import error
+from buildgen.importer.names import unique_name
 from buildgen.importer.shapes import TensorInfo, info_from_array
 from buildgen.ir.graph import AttrValue, DType, Graph, Node, TensorType, Value
 from buildgen.ir.serialize import dtype_of_array, pack_weights
@@ -92,24 +93,16 @@ def _materialize_constant_outputs(
     for output in dict.fromkeys(spec.outputs):
         if output not in constants:
             continue
-        weight = _unique(f"{output}_value", taken)
+        weight = unique_name(f"{output}_value", taken)
         constants[weight] = constants.pop(output)
         types[output] = info_from_array(constants[weight])
         for node in nodes:
             for index, name in enumerate(node.input):
                 if name == output:
                     node.input[index] = weight
-        identity = _unique(f"Identity_{output}", taken)
+        identity = unique_name(f"Identity_{output}", taken)
         nodes.append(helper.make_node("Identity", [weight], [output], identity))
     return nodes, constants, types
-
-
-def _unique(base: str, taken: set[str]) -> str:
-    name, suffix = base, 1
-    while name in taken:
-        name, suffix = f"{base}_{suffix}", suffix + 1
-    taken.add(name)
-    return name
 
 
 def _live_nodes(

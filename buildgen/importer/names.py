@@ -97,3 +97,12 @@ def _names(graph: onnx.GraphProto) -> Iterator[tuple[str, str]]:
                 yield from _names(attribute.g)
             for sub in attribute.graphs:
                 yield from _names(sub)
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`... whichever `taken` lacks first; it is taken then."""
+    name, suffix = base, 1
+    while name in taken:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    taken.add(name)
+    return name

@@ -180,11 +180,13 @@ def _set_dims(value: onnx.ValueInfoProto, given: Sequence[int], where: str, sour
 
 
 def infer_model(
-    model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], source: Path
+    model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto], source: Path,
+    outputs: Sequence[str] | None = None,
 ) -> dict[str, TensorInfo]:
     """ONNX shape inference (strict, with data propagation) over the model's `nodes`.
 
     `nodes` are the model's nodes in topological order, which ONNX inference relies on.
+    `outputs`: the values to end the graph at, where `nodes` are only part of the model's.
     """
     from onnx import helper, shape_inference
 
@@ -204,7 +206,8 @@ def infer_model(
             list(nodes),
             graph.name or "g",
             inputs,
-            dynamic_dims_as_unknown(graph.output),
+            dynamic_dims_as_unknown(graph.output) if outputs is None
+            else [helper.make_empty_tensor_value_info(name) for name in outputs],
             initializer=small,
         ),
         opset_imports=list(model.opset_import),

@@ -144,6 +144,12 @@ MODELS: tuple[CorpusModel, ...] = (
     _pypi("silero_vad_openvino", "audio/recurrent (voice activity)", "silero-vad==6.2.3",
           "silero_vad/data/silero_vad_openvino_16k.onnx",
           {"input": Feed((1, 576), "audio"), "state": Feed((2, 1, 128), "zeros")}),
+    # Its three Ifs branch on shapes (a batch of one, a state given or not): flattened at
+    # import into the branch each picks at these shapes (buildgen/importer/branches.py).
+    _pypi("silero_vad_ifs", "audio/recurrent (voice activity), If on shapes",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx",
+          {"input": Feed((1, 576), "audio"), "state": Feed((2, 1, 128), "audio"),
+           "sr": Feed((), "zeros", "int64")}),  # read by nothing that reaches an output
     _hf("bert", "language/encoder", {"input_ids": Feed((1, 16), "tokens:1000", "int64"),
                                      "attention_mask": Feed((1, 16), "mask", "int64")}),
     _hf("gpt2", "language/decoder (causal mask)",
@@ -168,8 +174,9 @@ BENCH_ONLY = frozenset({"zoo_bvlc_alexnet", "zoo_zfnet512", "zoo_vgg19"})
 CI = tuple(m for m in MODELS if m.name not in BENCH_ONLY)
 # Models from the same packages that are not in the corpus, and why.
 LEFT_OUT = {
-    "silero_vad/data/silero_vad.onnx": "If on the run-time sample rate input `sr` "
-    "(control flow on a run-time value); the 16k exports of the same model are in",
+    "silero_vad/data/silero_vad.onnx": "If on the run-time sample-rate input `sr`: both "
+    "branches are compiled, at one input shape, and the 8 kHz one is not valid at the "
+    "16 kHz shapes (the import says so); the 16k exports of the same model are in",
     "ddddocr/common_old.onnx": "quantized with com.microsoft ops (DynamicQuantizeLSTM, "
     "ConvInteger): not float32",
 }

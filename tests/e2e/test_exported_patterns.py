@@ -4,7 +4,10 @@
   Softmax 0/0 = NaN, and Where(IsNaN(p), 0, p) zeroes it (a bool intermediate feeding
   Where);
 * Pad whose pads come from a constant subgraph (Constant, Cast, Concat), which the
-  importer folds.
+  importer folds;
+* an If on the model's own score (openwakeword's hey_jarvis runs a verifier network only
+  past a threshold), which the importer flattens into both branches and a select: right
+  on inputs that take either branch.
 
 Both are built for the plain `c` host and for one compiled with -ffast-math, under which
 the compiler may fold isnan() to 0: the generated test must still see the NaN.
@@ -62,14 +65,46 @@ def masked_attention_model() -> onnx.ModelProto:
     return model
 
 
+def gated_score_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    n = helper.make_node
+    verify = helper.make_graph(
+        [n("MatMul", ["x", "vw"], ["vh"], name="/verify/MatMul"),
+         n("Sigmoid", ["vh"], ["p2"], name="/verify/Sigmoid")],
+        "verify", [], [helper.make_tensor_value_info("p2", TensorProto.FLOAT, [1, 1])],
+        [numpy_helper.from_array(rng.standard_normal((8, 1)).astype(np.float32), "vw")])
+    keep = helper.make_graph(
+        [n("Identity", ["p1"], ["kept"])], "keep", [],
+        [helper.make_tensor_value_info("kept", TensorProto.FLOAT, [1, 1])])
+    nodes = [
+        n("MatMul", ["x", "w"], ["h"], name="/score/MatMul"),
+        n("Sigmoid", ["h"], ["p1"], name="/score/Sigmoid"),
+        n("GreaterOrEqual", ["p1", "half"], ["pass"], name="/score/GreaterOrEqual"),
+        n("If", ["pass"], ["y"], name="/If", then_branch=verify, else_branch=keep),
+    ]
+    weights = [numpy_helper.from_array(GATE_W, "w"),
+               numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    graph = helper.make_graph(
+        nodes, "gated_score", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+GATE_W = np.random.default_rng(4).standard_normal((8, 1)).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory, buildgen_build) -> Path:
     folder = tmp_path_factory.mktemp("exported-patterns")
     onnx.save(masked_attention_model(), folder / "attn.onnx")
+    onnx.save(gated_score_model(), folder / "gated.onnx")
     manifest = {
         "buildgen": 1,
         "targets": {"fastmath": TARGETS["fastmath"]},
-        "models": {"attn": {"source": "attn.onnx", "targets": ["c", "fastmath"]}},
+        "models": {"attn": {"source": "attn.onnx", "targets": ["c", "fastmath"]},
+                   "gated": {"source": "gated.onnx", "targets": ["c"]}},
     }
     (folder / "BUILD.yaml").write_text(yaml.safe_dump(manifest, sort_keys=True))
     buildgen_build(folder / "BUILD.yaml", folder / "build")
@@ -94,3 +129,19 @@ def test_masked_attention_and_folded_pads_match_onnxruntime(
     np.testing.assert_allclose(ours["clean"], clean, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ours["y"], y, rtol=1e-4, atol=1e-5)
     assert ours["y"].shape == (B, H, S + 3, D)
+
+
+@pytest.mark.parametrize("side", [3.0, -3.0], ids=["verified", "kept"])
+def test_an_if_on_the_models_own_score_takes_either_branch(
+    build: Path, side: float, onnxruntime_outputs
+) -> None:
+    x = (side * GATE_W.T / np.linalg.norm(GATE_W)).astype(np.float32)  # score ~ sigmoid(3)
+    p1 = 1 / (1 + np.exp(-(x @ GATE_W)))
+    assert (p1 >= 0.5).item() == (side > 0)
+    compiled = runtime.load(build / "build" / "gated" / "c" / "libgated.so")
+    ours = compiled.run({"x": x})
+    compiled.close()
+    (expected,) = onnxruntime_outputs(build / "gated.onnx", {"x": x})
+    np.testing.assert_allclose(ours["y"], expected, rtol=1e-5, atol=1e-6)
+    if side < 0:  # the kept score, not the verifier's
+        np.testing.assert_allclose(ours["y"], p1, rtol=1e-5)

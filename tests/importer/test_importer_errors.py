@@ -146,27 +146,26 @@ def test_data_dependent_shape_is_reported(tmp_path: Path) -> None:
         import_model(save(model, tmp_path), {})
 
 
-def test_control_flow_is_rejected_clearly(tmp_path: Path) -> None:
-    branch = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["out"])],
-        "b",
-        [],
-        [helper.make_tensor_value_info("out", F32, [2])],
+def test_loops_are_rejected_clearly(tmp_path: Path) -> None:
+    """(An If is flattened: tests/importer/test_importer_branches.py.)"""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["carried"], ["carried_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("carried", F32, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("carried_out", F32, [2])],
     )
-    nodes = [
-        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
-        helper.make_node("Greater", ["m", "zero"], ["cond"]),
-        helper.make_node(
-            "If", ["cond"], ["y"], name="branchy", then_branch=branch, else_branch=branch
-        ),
-    ]
+    nodes = [helper.make_node("Loop", ["trips", "", "x"], ["y"], name="loopy", body=body)]
     model = make_model(
         nodes,
         [helper.make_tensor_value_info("x", F32, [2])],
         [helper.make_tensor_value_info("y", F32, [2])],
-        {"zero": np.array(0, np.float32)},
+        {"trips": np.array(3, np.int64)},
     )
-    with pytest.raises(BuildgenError, match="node 'branchy' \\(If\\) is a subgraph"):
+    with pytest.raises(BuildgenError, match="node 'loopy' \\(Loop\\) is a subgraph"):
         import_model(save(model, tmp_path), {})
 
 
