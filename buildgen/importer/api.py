@@ -80,6 +80,7 @@ def import_model(
         ready, decided = _conditions(model, nodes, runtime_inputs, selects, path)
         nodes, inlined = inline_ifs(nodes, onnx_graph, path, ready, decided)
         selects += inlined
+    _refuse_loops(nodes, path)
     nodes = topological_order(nodes, _defined(onnx_graph, runtime_inputs), path)
     inferred = _infer_flattened(model, nodes, selects, path)
 
@@ -112,6 +113,17 @@ def import_model(
     graph, blob = build_graph(spec)
     verify_graph(graph)  # an importer bug must not reach later stages
     return ImportResult(graph, blob, loaded.files_read)
+
+
+def _refuse_loops(nodes: Sequence[onnx.NodeProto], path: Path) -> None:
+    """Before inference, which would only report the loop's results as of unknown shape."""
+    for node in nodes:
+        if node.op_type in ("Loop", "Scan") and node.domain in ("", "ai.onnx"):
+            raise error(
+                f"{path}: node '{node.name}' ({node.op_type}) repeats a subgraph, a number "
+                "of times known only at run time: loops are not supported (control flow)",
+                hint="cut the model before the loop (run it from your code), or export it "
+                     "unrolled for the length you run")
 
 
 def _infer_flattened(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto],

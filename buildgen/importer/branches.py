@@ -23,7 +23,7 @@ Refused, with the node named:
 * a select decided at run time whose branches keep, after folding, an op that can fail on
   its data (a Gather of run-time indices: one out of range fails the call): run on inputs
   meant for the other branch, it would fail a call that ONNX's If completes.
-Loop and Scan stay refused where the graph is converted (control flow).
+Loop and Scan stay refused (buildgen/importer/api.py), before shape inference.
 """
 
 from __future__ import annotations

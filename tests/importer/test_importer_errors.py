@@ -165,7 +165,7 @@ def test_loops_are_rejected_clearly(tmp_path: Path) -> None:
         [helper.make_tensor_value_info("y", F32, [2])],
         {"trips": np.array(3, np.int64)},
     )
-    with pytest.raises(BuildgenError, match="node 'loopy' \\(Loop\\) is a subgraph"):
+    with pytest.raises(BuildgenError, match="node 'loopy' \\(Loop\\) repeats a subgraph"):
         import_model(save(model, tmp_path), {})
 
 
