@@ -101,9 +101,11 @@ def assert_matches_onnxruntime(lib_path: Path, onnx_path: Path, seed: int = 0) -
 
 
 def build_cases(folder: Path, cases: Sequence[Case], target: Mapping[str, object]) -> Path:
-    """Build every case into folder/build; returns the folder."""
+    """Build every case into folder/build, what the build printed into folder/build.log;
+    returns the folder."""
     models = {c.name: (c.make(), c.inputs) for c in cases}
-    run_build(write_manifest(folder, models, target), folder / "build")
+    done = run_build(write_manifest(folder, models, target), folder / "build")
+    (folder / "build.log").write_text(done.stdout + done.stderr)
     return folder
 
 
