@@ -108,10 +108,12 @@ def _config(root: Path, port: int, log_auth: bool, tls: tuple[Path, Path] | None
         listen_tls = (
             f" ssl;\n        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]}"
         )
+    # One worker: nginx logs a request just after answering it, and two workers can each
+    # log in either order, so a client's sequence of requests could show up swapped.
     return f"""\
 {user}
 daemon off;
-worker_processes 2;
+worker_processes 1;
 pid {root / "nginx.pid"};
 error_log {root / "error.log"} info;
 events {{ worker_connections 256; }}
