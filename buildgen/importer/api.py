@@ -1,9 +1,11 @@
 """import_model: an ONNX file and the manifest's input shapes → graph IR + weights file.
 
-The steps, each in its own module: load (with external data) → name the nodes → flatten
-If nodes into both branches and a select → order the nodes → fix input shapes → ONNX shape
-inference → fold constants and propagate static shapes (a select on a constant condition
-becomes the branch it picks) → convert to the IR (dead code removed, weights laid out).
+The steps, each in its own module: load (with external data) → check the names → fix input
+shapes → name the nodes → flatten If nodes (a condition constant at those shapes picks its
+branch; any other keeps both branches and a select), in topological order → ONNX shape
+inference → fold constants and propagate static shapes (a select whose condition folds
+only now becomes the branch it picks) → convert to the IR (dead code removed, weights laid
+out).
 """
 
 from __future__ import annotations
@@ -13,18 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildgen.errors import BuildgenError, error
+from buildgen.errors import error
 from buildgen.importer.activations import hard_activations
 from buildgen.importer.affine import fold_affine
-from buildgen.importer.branches import Select, has_if, inline_ifs, settle
+from buildgen.importer.branches import flatten_ifs, infer_flattened, settle
 from buildgen.importer.canonical import canonicalize, drop_identities
 from buildgen.importer.convert import GraphSpec, build_graph
 from buildgen.importer.denormals import flush_denormal_weights
 from buildgen.importer.fold import fold
-from buildgen.importer.load import load_onnx
+from buildgen.importer.load import load_onnx, tensor_array
 from buildgen.importer.names import check_names
-from buildgen.importer.order import name_nodes, topological_order
-from buildgen.importer.shapes import TensorInfo, fix_input_shapes, infer_model, info_from_type
+from buildgen.importer.order import name_nodes
+from buildgen.importer.shapes import TensorInfo, fix_input_shapes, input_types
 from buildgen.ir.graph import Graph
 from buildgen.ir.verify import verify_graph
 
@@ -74,18 +76,11 @@ def import_model(
     name_nodes(nodes)
     _check_attributes_once(nodes, path)
     opset_imports = list(model.opset_import)
-    selects: list[Select] = []
-    while has_if(nodes):  # one level of If nodes a pass, outermost first
-        nodes = topological_order(nodes, _defined(onnx_graph, runtime_inputs), path)
-        ready, decided = _conditions(model, nodes, runtime_inputs, selects, path)
-        nodes, inlined = inline_ifs(nodes, onnx_graph, path, ready, decided)
-        selects += inlined
-    _refuse_loops(nodes, path)
-    nodes = topological_order(nodes, _defined(onnx_graph, runtime_inputs), path)
-    inferred = _infer_flattened(model, nodes, selects, path)
+    nodes, selects = flatten_ifs(model, nodes, runtime_inputs, path)
+    inferred = infer_flattened(model, nodes, selects, path)
 
-    constants = {t.name: _tensor_array(t, path) for t in onnx_graph.initializer}
-    types = _input_types(onnx_graph, runtime_inputs)
+    constants = {t.name: tensor_array(t, path) for t in onnx_graph.initializer}
+    types = input_types(onnx_graph, runtime_inputs)
     canonicalize(nodes, constants, inferred, loaded.opset)
     notes: dict[str, str] = {}
     kept = fold(nodes, constants, types, inferred, opset_imports, path, notes)
@@ -113,97 +108,6 @@ def import_model(
     graph, blob = build_graph(spec)
     verify_graph(graph)  # an importer bug must not reach later stages
     return ImportResult(graph, blob, loaded.files_read)
-
-
-def _refuse_loops(nodes: Sequence[onnx.NodeProto], path: Path) -> None:
-    """Before inference, which would only report the loop's results as of unknown shape."""
-    for node in nodes:
-        if node.op_type in ("Loop", "Scan") and node.domain in ("", "ai.onnx"):
-            raise error(
-                f"{path}: node '{node.name}' ({node.op_type}) repeats a subgraph, a number "
-                "of times known only at run time: loops are not supported (control flow)",
-                hint="cut the model before the loop (run it from your code), or export it "
-                     "unrolled for the length you run")
-
-
-def _infer_flattened(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto],
-                     selects: Sequence[Select], path: Path,
-                     outputs: Sequence[str] | None = None) -> dict[str, TensorInfo]:
-    """infer_model, saying so when what fails came from a branch of an If decided at run
-    time: both of its branches are compiled at the manifest's shapes."""
-    try:
-        return infer_model(model, nodes, path, outputs)
-    except BuildgenError as exc:
-        text = str(exc)
-        culprit = next((s for s in selects if f"'{s.node}/" in text or f" {s.node}/" in text),
-                       None)
-        if culprit is None:
-            raise
-        raise error(
-            text.removeprefix("error: ").strip(),
-            hint=f"that node comes from a branch of If '{culprit.node}', whose condition "
-                 f"('{culprit.condition}') is known only at run time: "
-                 "both branches are compiled, at the shapes the manifest gives, and this "
-                 "one is not valid at them. Export the model for the branch you run (or "
-                 "with that condition a constant), or give the shapes that branch expects",
-        ) from exc
-
-
-def _defined(graph: onnx.GraphProto, runtime_inputs: Sequence[str]) -> list[str]:
-    return [*(t.name for t in graph.initializer), *runtime_inputs]
-
-
-def _input_types(graph: onnx.GraphProto, runtime_inputs: Sequence[str]
-                 ) -> dict[str, TensorInfo]:
-    declared = {i.name: i for i in graph.input}
-    types: dict[str, TensorInfo] = {}
-    for name in runtime_inputs:
-        info = info_from_type(declared[name].type)
-        if info is not None:
-            types[name] = info
-    return types
-
-
-def _conditions(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto],
-                runtime_inputs: Sequence[str], selects: Sequence[Select], path: Path
-                ) -> tuple[set[str], dict[str, bool]]:
-    """(The If conditions this pass can decide on: those that depend on no If's result,
-    the value of each of them that folds to a constant at the manifest's shapes.) A
-    constant one (a Shape compared with a number, a flag in the weights) is found by
-    folding copies of the nodes it depends on alone: the branch not taken is then never
-    inlined, nor inferred (it need not be valid at these shapes: silero's is not). One
-    that depends on an If's result waits for a later pass, when that If is gone."""
-    import onnx
-
-    # `nodes` are in topological order: a node is plain when no subgraph is on its path.
-    produced = {output for node in nodes for output in node.output}
-    plain: dict[str, onnx.NodeProto] = {}
-    for node in nodes:
-        subgraph = any(attr.HasField("g") or attr.graphs for attr in node.attribute)
-        if not subgraph and all(name in plain or name not in produced for name in node.input):
-            plain.update((output, node) for output in node.output if output)
-    conditions = [node.input[0] for node in nodes if node.op_type == "If" and node.input
-                  and (node.input[0] in plain or node.input[0] not in produced)]
-    needed: set[int] = set()
-    pending = list(conditions)
-    while pending:
-        producer = plain.get(pending.pop())
-        if producer is not None and id(producer) not in needed:
-            needed.add(id(producer))
-            pending.extend(producer.input)
-    copies = []
-    for node in nodes:
-        if id(node) in needed:
-            copy = onnx.NodeProto()
-            copy.CopyFrom(node)
-            copies.append(copy)
-    inferred = _infer_flattened(model, copies, selects, path, outputs=conditions)
-    constants = {t.name: _tensor_array(t, path) for t in model.graph.initializer}
-    fold(copies, constants, _input_types(model.graph, runtime_inputs), inferred,
-         list(model.opset_import), path, {})
-    return set(conditions), {name: bool(constants[name].reshape(-1)[0])
-                             for name in conditions
-                             if name in constants and constants[name].size == 1}
 
 
 def _shapes(types: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray]
@@ -236,12 +140,3 @@ def _check_attributes_once(nodes: Sequence[onnx.NodeProto], path: Path) -> None:
         if twice:
             raise error(f"{path}: node '{node.name}' ({node.op_type}) has attribute "
                         f"'{twice[0]}' more than once")
-
-
-def _tensor_array(tensor: onnx.TensorProto, path: Path) -> np.ndarray:
-    from onnx import numpy_helper
-
-    try:
-        return numpy_helper.to_array(tensor)
-    except Exception as exc:  # data that does not fit its dims or dtype: numpy's ValueError
-        raise error(f"{path}: initializer '{tensor.name}' is malformed: {exc}") from exc

@@ -40,6 +40,7 @@ import onnx
 
 from buildgen.importer.node_index import NodeIndex
 from buildgen.importer.shapes import TensorInfo
+from buildgen.importer.subgraphs import every_node, subgraphs
 
 
 def canonicalize(
@@ -92,14 +93,8 @@ def _is_identity(node: onnx.NodeProto, read: set[str],
 
 
 def _subgraph_reads(nodes: Sequence[onnx.NodeProto]) -> set[str]:
-    names: set[str] = set()
-    for node in nodes:
-        for attr in node.attribute:
-            for graph in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-                for inner in graph.node:
-                    names.update(inner.input)
-                names.update(_subgraph_reads(graph.node))
-    return names
+    return {name for node in nodes for graph in subgraphs(node)
+            for inner in every_node(graph.node) for name in inner.input}
 
 
 def _one_d_convs(nodes: list[onnx.NodeProto], constants: MutableMapping[str, np.ndarray],

@@ -16,6 +16,7 @@ from buildgen.errors import error
 from buildgen.limits import NODES, check_external_data, check_model_file
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnx
 
 
@@ -153,3 +154,13 @@ def _default_opset(model: onnx.ModelProto, path: Path) -> int:
                 )
             return version
     raise error(f"{path}: the model imports no default-domain (ai.onnx) opset")
+
+
+def tensor_array(tensor: onnx.TensorProto, path: Path) -> np.ndarray:
+    """An initializer's values (its external data loaded already), or a located error."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:  # data that does not fit its dims or dtype: numpy's ValueError
+        raise error(f"{path}: initializer '{tensor.name}' is malformed: {exc}") from exc

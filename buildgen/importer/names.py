@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildgen.errors import error
+from buildgen.importer.subgraphs import subgraphs
 
 if TYPE_CHECKING:
     import onnx
@@ -93,10 +94,8 @@ def _names(graph: onnx.GraphProto) -> Iterator[tuple[str, str]]:
             yield f"tensor of node '{_shown(node.name)[1:-1]}'", tensor
         for attribute in node.attribute:
             yield f"attribute of node '{_shown(node.name)[1:-1]}'", attribute.name
-            if attribute.HasField("g"):
-                yield from _names(attribute.g)
-            for sub in attribute.graphs:
-                yield from _names(sub)
+        for graph in subgraphs(node):
+            yield from _names(graph)
 
 
 def unique_name(base: str, taken: set[str]) -> str:

@@ -54,6 +54,18 @@ def info_from_type(type_proto: onnx.TypeProto) -> TensorInfo | None:
     return TensorInfo(tensor.elem_type, tuple(_static_dim(d) for d in tensor.shape.dim))
 
 
+def input_types(graph: onnx.GraphProto, runtime_inputs: Sequence[str]
+                ) -> dict[str, TensorInfo]:
+    """The declared type of each run-time input that has one."""
+    declared = {value.name: value for value in graph.input}
+    types: dict[str, TensorInfo] = {}
+    for name in runtime_inputs:
+        info = info_from_type(declared[name].type)
+        if info is not None:
+            types[name] = info
+    return types
+
+
 def _static_dim(dim: onnx.TensorShapeProto.Dimension) -> int | None:
     return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
 

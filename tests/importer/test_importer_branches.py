@@ -180,3 +180,20 @@ def test_a_run_time_branch_invalid_at_these_shapes_says_why(tmp_path: Path) -> N
     assert "by_rate/else/bad" in diagnostic.message
     assert diagnostic.hint is not None
     assert "If 'by_rate', whose condition ('is_16k') is known only at run time" in diagnostic.hint
+
+
+def test_an_inference_error_is_blamed_on_the_innermost_run_time_if_that_holds_the_node(
+) -> None:
+    """The node is found after ONNX's "node name: " by prefix, so a name holding ')' or
+    ', ' (any character is allowed) still matches; an If's name that merely appears
+    elsewhere in the message does not."""
+    from buildgen.importer.branches import Select, _branch_named_in
+
+    outer = Select("gate (a)", "y", "c", "c/s", "t", "e")
+    inner = Select("gate (a)/then/inner", "z", "d", "d/s", "t2", "e2")
+    text = ("ONNX shape inference failed: [ShapeInferenceError] (op_type:Reshape, node "
+            "name: gate (a)/then/inner/else/r, 1): Target shape mismatch near gate (a)")
+    assert _branch_named_in(text, [outer, inner]) is inner
+    assert _branch_named_in(text, [outer]) is outer
+    unrelated = "(op_type:Reshape, node name: reshape_gate (a)/then/x): mismatch"
+    assert _branch_named_in(unrelated, [outer, inner]) is None
