@@ -20,7 +20,7 @@ typedef struct bg__tile_ep {
     const bg_epilogue *ep;
     float row_scale[BG_GEMM_MR], row_bias[BG_GEMM_MR];
     const float *col_scale, *col_bias;
-    int rows_only; /* no per-column terms, and relu, clip or no activation */
+    int rows_only; /* no per-column scale, and relu, clip, hardswish or no activation */
 } bg__tile_ep;
 
 static inline void bg__tile_ep_init(bg__tile_ep *te, const bg_epilogue *ep, int64_t i0,
@@ -34,21 +34,26 @@ static inline void bg__tile_ep_init(bg__tile_ep *te, const bg_epilogue *ep, int6
         te->col_scale = r.scale_vec;
         te->col_bias = r.bias_vec;
     }
-    te->rows_only = !te->col_scale && !te->col_bias &&
+    te->rows_only = !te->col_scale &&
                     (ep->act == BG_ACT_NONE || ep->act == BG_ACT_RELU || ep->act == BG_ACT_CLIP ||
                      ep->act == BG_ACT_HARDSWISH);
 }
 
-/* bg__tile_ep8 for a rows_only epilogue (a convolution's bias and batch norm, then ReLU or
- * ReLU6), inline in the micro-kernel's store: the same operations in the same order, where a
- * call per vector that re-dispatched on the epilogue's kind cost up to a sixth of a tile
- * with a short K. */
+/* bg__tile_ep8 for a rows_only epilogue (a convolution's bias and batch norm, a Linear
+ * layer's bias, then ReLU or ReLU6), inline in the micro-kernel's store: the same operations
+ * in the same order, where a call per vector that re-dispatched on the epilogue's kind cost
+ * up to a sixth of a tile with a short K (a third for a column bias at K = 80). */
 __attribute__((always_inline)) static inline void bg__tile_ep8_rows(bg_v8f *v,
                                                                     const bg__tile_ep *te,
-                                                                    int row)
+                                                                    int row, int col)
 {
     if (te->ep->scale) *v *= BG_SPLAT8(te->row_scale[row]);
     *v += BG_SPLAT8(te->row_bias[row]);
+    if (te->col_bias) {
+        bg_v8f t;
+        BG_LOAD8(t, te->col_bias + col);
+        *v += t;
+    }
     const bg_v8f zero = BG_SPLAT8(0.0f);
     if (te->ep->act == BG_ACT_RELU) {
         *v = BG_BLEND8(*v > zero, *v, zero);
@@ -96,8 +101,8 @@ typedef int32_t bg__v16i __attribute__((vector_size(64)));
     ((bg__v16f)(((bg__v16i)(a) & (mask)) | ((bg__v16i)(b) & ~(mask))))
 
 /* The tile epilogue on lanes [col, col + 16) of tile row `row`: a rows_only one (bias and
- * batch norm, then ReLU or ReLU6) in 16 lanes, anything else through the 8-lane step on
- * each half (its activations are 8-lane: bg__act8). */
+ * batch norm or a column bias, then ReLU or ReLU6) in 16 lanes, anything else through the
+ * 8-lane step on each half (its activations are 8-lane: bg__act8). */
 __attribute__((always_inline)) static inline void bg__tile_ep16(bg__v16f *v, const bg__tile_ep *te,
                                                                 int row, int col)
 {
@@ -113,6 +118,11 @@ __attribute__((always_inline)) static inline void bg__tile_ep16(bg__v16f *v, con
     }
     if (te->ep->scale) *v *= BG__SPLAT16(te->row_scale[row]);
     *v += BG__SPLAT16(te->row_bias[row]);
+    if (te->col_bias) {
+        bg__v16f t;
+        BG__LOAD16(t, te->col_bias + col);
+        *v += t;
+    }
     const bg__v16f zero = BG__SPLAT16(0.0f);
     if (te->ep->act == BG_ACT_RELU) {
         *v = BG__BLEND16(*v > zero, *v, zero);
@@ -209,9 +219,9 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
             }                                                                                      \
         }                                                                                          \
         if (te != NULL && te->rows_only) {                                                         \
-            bg__tile_ep8_rows(&o0, te, (row));                                                     \
-            if (nv > 1) bg__tile_ep8_rows(&o1, te, (row));                                         \
-            if (nv > 2) bg__tile_ep8_rows(&o2, te, (row));                                         \
+            bg__tile_ep8_rows(&o0, te, (row), 0);                                                  \
+            if (nv > 1) bg__tile_ep8_rows(&o1, te, (row), 8);                                      \
+            if (nv > 2) bg__tile_ep8_rows(&o2, te, (row), 16);                                     \
         } else if (te != NULL) {                                                                   \
             bg__tile_ep8(&o0, te, (row), 0);                                                       \
             if (nv > 1) bg__tile_ep8(&o1, te, (row), 8);                                           \
