@@ -6,7 +6,8 @@ Conventions of the generated module (one per model, `onednn.c`):
   * a header comment names the model, the source ONNX file (its base name), threads, fpmath
     mode, every onednn region with its primitive groups, and the arena it plans;
   * it includes "buildgen_abi.h" and "bg_onednn_ops.h" (the small runtime that creates
-    primitives, picks layouts and records steps: bg_onednn.h, bg_onednn_layout.h), which
+    primitives, picks layouts and records steps: bg_onednn.h, bg_onednn_layout.h, and the
+    helpers' parts bg_onednn_unary.h and bg_onednn_pieces.h), which
     include <oneapi/dnnl/dnnl.h> from the prefix found at gen; a module with an LSTM, GRU
     or RNN also includes "bg_onednn_rnn.h";
   * per region: an enum naming each tensor it touches, a bg_dnnl_tensor_spec table saying
