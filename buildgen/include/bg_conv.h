@@ -122,11 +122,24 @@ typedef float bg__pixv_u __attribute__((vector_size(32), aligned(4)));
  * GEMM forms, 1 thread / 2 threads: MobileNetV2's 3 -> 16 stem at 96x96 0.84 / 0.54,
  * 3 -> 16 at 224x224 0.85 / 0.62, YOLOv8n's at 640x640 0.68 / 0.58, EfficientNet-B0's
  * 3 -> 32 at 224x224 0.87-1.0 / 0.61 (8 lanes); 3 -> 32 at 224x224 at 16 lanes 0.5-0.65. */
+/* With 8-lane registers (AVX2, 256-bit SVE), strided layers of up to 32 filters take it
+ * from any number of channels: a GEMM with so few rows spends as long packing (or
+ * splitting into phase planes) as multiplying. On a Zen 3 (x86-64-v3), pixel / best GEMM
+ * form: PP-OCRv6 detection's 32 -> 16 at 320x320 0.49-0.58, 16 -> 16 at 320x320 0.72-0.83,
+ * 16 -> 16 at 112x112 0.73, 32 -> 32 at 56x56 0.55-0.81, 64 -> 24 at 80x80 0.51-0.71,
+ * 128 -> 16 at 80x80 0.81-0.91; 64 -> 16 at 160x160 1.0-1.4 (noisy). Where the 8-lane
+ * vectors are split in two (SSE2, NEON) the accumulators spill: 5-7x slower there. Not
+ * measured at 16 lanes, which keep the rule above (workspace.py's SPLIT and WIDE tiles). */
+static inline int bg__conv_pixel_channels(const bg_conv2d_params *p)
+{
+    return p->C <= BG__CONV_PIXEL_MAX_C || (BG__PIX_VW == 8 && BG_NATIVE_V8 && p->M <= 32);
+}
+
 static inline int bg__conv_pixel_plan(const bg_conv2d_params *p)
 {
     const int filters = p->M <= 32 || (p->M <= BG__CONV_PIXEL_MAX_M &&
                                        p->C * p->KH * p->KW >= BG__CONV_PIXEL_WIDE_MIN_K);
-    return p->group == 1 && p->C <= BG__CONV_PIXEL_MAX_C && filters && p->OW >= 8 &&
+    return p->group == 1 && bg__conv_pixel_channels(p) && filters && p->OW >= 8 &&
            p->KH * p->KW > 1 && (p->stride_h > 1 || p->stride_w > 1) && !bg__conv_is_direct(p);
 }
 

@@ -23,6 +23,8 @@ from bgk_reference import (
 from conftest import Epilogue, Kernels
 
 from buildgen.backends.c.workspace import (
+    NARROW,
+    SPLIT,
     WIDE,
     conv2d_is_channels_last,
     conv2d_is_direct,
@@ -159,6 +161,12 @@ CASES = {
                                   act=ACT_RELU),
     "pixel_stem_64_filters": Conv(1, 3, 50, 70, 64, (5, 5), stride=(2, 2), pads=(2, 2, 2, 2),
                                   act=ACT_TANH),
+    # Strided, up to 32 filters from more channels: the pixel form with 8-lane registers
+    # (AVX2), GEMM forms with split vectors and at 16 lanes; two filter vectors, a ragged
+    # last one, padding on every side, and enough channels for several K slices of a GEMM.
+    "pixel_channels_16": Conv(1, 16, 41, 37, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
+                              act=ACT_RELU),
+    "pixel_channels_300": Conv(1, 300, 15, 19, 27, (3, 3), stride=(2, 2), pads=(1, 0, 1, 2)),
     "single_channel_image": Conv(1, 1, 16, 17, 8, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
     "depth_multiplier7": Conv(1, 2, 6, 11, 14, (3, 3), group=2, pads=(1, 1, 1, 1)),
     # an STFT as silero-vad writes it: one channel, 64 filters of 1 x 256 at stride 128
@@ -169,10 +177,11 @@ CASES = {
     "shifted_dilated": Conv(1, 12, 17, 19, 10, (3, 3), dil=(2, 1), pads=(2, 0, 1, 2)),
     "shifted_groups_batch": Conv(2, 16, 12, 14, 8, (3, 3), group=2, pads=(1, 1, 1, 1)),
     "shifted_5x5": Conv(1, 16, 20, 20, 16, (5, 5), pads=(2, 2, 2, 2), act=ACT_CLIP),
-    # Strided: phase planes (2 x 2, 3 x 1), odd sizes, dilation, asymmetric pads.
-    "shifted_stride2": Conv(1, 16, 29, 31, 24, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
+    # Strided: phase planes (2 x 2, 3 x 1), odd sizes, dilation, asymmetric pads (over 32
+    # filters: with fewer, 8-lane registers take the pixel form).
+    "shifted_stride2": Conv(1, 16, 29, 31, 40, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1),
                             act=ACT_RELU),
-    "shifted_stride3x1_dil": Conv(2, 12, 23, 17, 20, (3, 3), stride=(3, 1), dil=(2, 1),
+    "shifted_stride3x1_dil": Conv(2, 12, 23, 17, 36, (3, 3), stride=(3, 1), dil=(2, 1),
                                   pads=(2, 0, 1, 2)),
     # Aligned (OW a multiple of the vector width): Y's own columns, each vector read from
     # its image row: a CNN's 16x16 stage; five bands with a row-edge tile (M = 100); a
@@ -180,7 +189,7 @@ CASES = {
     "shifted_aligned_16x16": Conv(1, 32, 16, 16, 32, (3, 3), pads=(1, 1, 1, 1), act=ACT_RELU),
     "shifted_aligned_bands": Conv(1, 8, 60, 32, 100, (3, 3), pads=(1, 1, 1, 1), act=ACT_CLIP),
     "shifted_aligned_ragged": Conv(2, 16, 5, 16, 16, (3, 3), pads=(1, 1, 1, 1)),
-    "shifted_aligned_stride2": Conv(1, 16, 32, 32, 24, (3, 3), stride=(2, 2),
+    "shifted_aligned_stride2": Conv(1, 16, 32, 32, 40, (3, 3), stride=(2, 2),
                                     pads=(1, 1, 1, 1), act=ACT_RELU),
 }
 SHIFTED = sorted(name for name in CASES if name.startswith("shifted"))
@@ -273,10 +282,11 @@ def test_shifted_form_gives_the_packed_forms_bits(kernels_any: Kernels, name: st
 
 def test_shifted_form_is_chosen_where_it_pays() -> None:
     """3x3 layers of 16..64 channels at 28x28..112x112 take it (1.05-1.55x faster, measured),
-    and strided ones up to 32 channels; strided ones from 64 channels do not (0.87-1.0x),
-    and 1x1 and depthwise convolutions cannot."""
+    and strided ones up to 32 channels (of over 32 filters: 8-lane registers run fewer pixel
+    by pixel); strided ones from 64 channels do not (0.87-1.0x), and 1x1 and depthwise
+    convolutions cannot."""
     takes = [Conv(1, 32, 56, 56, 32, (3, 3), pads=(1, 1, 1, 1)),
-             Conv(1, 16, 160, 160, 32, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+             Conv(1, 16, 160, 160, 48, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
              Conv(1, 16, 112, 112, 16, (3, 3), pads=(1, 1, 1, 1)),
              Conv(1, 64, 28, 28, 64, (3, 3), pads=(1, 1, 1, 1))]
     keeps = [Conv(1, 64, 56, 56, 64, (1, 1), stride=(2, 2)),
@@ -312,19 +322,37 @@ def test_strided_stems_run_pixel_by_pixel() -> None:
     (depthwise-like: the direct form) they do not."""
     wide = ("pixel_stem_48_filters", "pixel_stem_64_filters")
     assert all(conv2d_is_pixel(_fields(case), WIDE) for name, case in CASES.items()
-               if name.startswith("pixel"))
-    assert all(conv2d_is_pixel(_fields(case)) for name, case in CASES.items()
-               if name.startswith("pixel") and name not in wide)
-    assert not any(conv2d_is_pixel(_fields(CASES[name])) for name in wide)
+               if name.startswith("pixel_stem"))
+    assert all(conv2d_is_pixel(_fields(case), tile) for name, case in CASES.items()
+               if name.startswith("pixel_stem") and name not in wide
+               for tile in (NARROW, SPLIT))
+    assert not any(conv2d_is_pixel(_fields(CASES[name]), tile) for name in wide
+                   for tile in (NARROW, SPLIT))
     # past 32 filters at 16 lanes, only with 64 taps a pixel or more
     assert conv2d_is_pixel(_fields(Conv(1, 3, 224, 224, 64, (7, 7), stride=(2, 2),
                                         pads=(3, 3, 3, 3))), WIDE)
     assert not conv2d_is_pixel(_fields(Conv(1, 3, 224, 224, 64, (3, 3), stride=(2, 2))), WIDE)
     keeps = [Conv(1, 3, 32, 32, 32, (3, 3), pads=(1, 1, 1, 1)),
              Conv(1, 3, 224, 224, 64, (7, 7), stride=(2, 2), pads=(3, 3, 3, 3)),
-             Conv(1, 5, 32, 32, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
              Conv(1, 1, 32, 32, 4, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1))]
-    assert not any(conv2d_is_pixel(_fields(case)) for case in keeps)
+    assert not any(conv2d_is_pixel(_fields(case), tile) for case in keeps
+                   for tile in (NARROW, SPLIT))
+
+
+def test_few_strided_filters_from_many_channels_run_pixel_by_pixel_in_8_lane_registers(
+) -> None:
+    """From 5 channels on, a strided layer of up to 32 filters takes the pixel form with
+    8-lane registers (AVX2) only: not with split vectors (SSE2, NEON), where its
+    accumulators spill, nor at 16 lanes (not measured there), nor from 33 filters."""
+    many = [Conv(1, 5, 32, 32, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+            Conv(1, 32, 320, 320, 16, (3, 3), stride=(2, 2), pads=(1, 1, 1, 1)),
+            CASES["pixel_channels_16"], CASES["pixel_channels_300"]]
+    assert all(conv2d_is_pixel(_fields(case), NARROW) for case in many)
+    assert not any(conv2d_is_pixel(_fields(case), tile) for case in many
+                   for tile in (SPLIT, WIDE))
+    assert not conv2d_is_pixel(_fields(Conv(1, 32, 56, 56, 33, (3, 3), stride=(2, 2))),
+                               NARROW)
+    assert not conv2d_is_pixel(_fields(Conv(1, 32, 56, 56, 32, (3, 3))), NARROW)
 
 
 def test_one_channel_into_many_filters_is_a_gemm() -> None:

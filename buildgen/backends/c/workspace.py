@@ -24,14 +24,17 @@ class Tile:
     mr: int
     nr: int
     lanes: int
+    split: bool = False  # 8-lane vectors in two registers (BG_NATIVE_V8 is 0: SSE2, NEON)
 
 
-# The tile of the 8- and 4-lane levels, and of x86-64-v4 (16 lanes). A library holds the
-# code of several levels and picks one at create, so the sizes planned here are the largest
-# any of them asks for; the predicates (which form a convolution takes) take the tile.
+# The tile of the 8- and 4-lane levels (AVX2 and 256-bit SVE; SSE2, NEON and riscv64 with
+# their vectors split), and of x86-64-v4 (16 lanes). A library holds the code of several
+# levels and picks one at create, so the sizes planned here are the largest any of them
+# asks for; the predicates (which form a convolution takes) take the tile.
 NARROW = Tile(4, 24, 8)
+SPLIT = Tile(4, 24, 8, split=True)
 WIDE = Tile(8, 32, 16)
-TILES = (NARROW, WIDE)
+TILES = (NARROW, SPLIT, WIDE)
 # bg_gemm.h blocking constants
 _KC, _MC, _NC = 256, 128, 3072
 # bg_conv.h: a band's product in the shifted form (BG__CONV_BAND_FLOATS)
@@ -117,10 +120,12 @@ def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
 def conv2d_is_pixel(p: Mapping[str, int], tile: Tile = NARROW) -> bool:
     """bg__conv_pixel_plan: a strided convolution of up to 4 input channels into up to four
     vectors of filters (32 at 8 lanes; at 16, 64 given 64 taps a pixel: a network's stem)
-    runs pixel by pixel, filters as vectors, the image in place."""
+    runs pixel by pixel, filters as vectors, the image in place; with 8-lane registers,
+    so does one of any number of channels into up to 32 filters."""
     taps = p["C"] * p["KH"] * p["KW"]
     filters = p["M"] <= 32 or (p["M"] <= 4 * tile.lanes and taps >= _CONV_PIXEL_WIDE_MIN_K)
-    return (p["group"] == 1 and p["C"] <= 4 and filters and p["OW"] >= 8
+    channels = p["C"] <= 4 or (tile.lanes == 8 and not tile.split and p["M"] <= 32)
+    return (p["group"] == 1 and channels and filters and p["OW"] >= 8
             and p["KH"] * p["KW"] > 1 and (p["stride_h"] > 1 or p["stride_w"] > 1)
             and not conv2d_is_direct(p))
 

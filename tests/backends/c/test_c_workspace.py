@@ -11,6 +11,7 @@ import pytest
 
 from buildgen.backends.c.workspace import (
     NARROW,
+    SPLIT,
     WIDE,
     Tile,
     conv2d_workspace_bytes,
@@ -36,7 +37,9 @@ CONVS = [
     (1, 96, 7, 7, 96, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1),
     (2, 29, 1, 4, 40, 1, 4, 1, 3, 1, 1, 1, 1, 1, 0, 1),
     (1, 48, 5, 6, 70, 5, 6, 1, 1, 1, 1, 1, 1, 1, 0, 0),
-    # the pixel form: a 3x3 stem; a 7x7 one of 64 filters (16 lanes only); 64 of 3x3 (neither)
+    # the pixel form: a 3x3 stem; a 7x7 one of 64 filters (16 lanes only); 64 of 3x3 (neither);
+    # 16 filters from 32 channels (AVX2 registers only)
+    (1, 32, 40, 40, 16, 20, 20, 3, 3, 1, 2, 2, 1, 1, 1, 1),
     (1, 3, 32, 32, 24, 16, 16, 3, 3, 1, 2, 2, 1, 1, 1, 1),
     (1, 3, 64, 64, 64, 32, 32, 7, 7, 1, 2, 2, 1, 1, 3, 3),
     (1, 3, 64, 64, 64, 31, 31, 3, 3, 1, 2, 2, 1, 1, 0, 0),
@@ -82,8 +85,20 @@ def _runs_avx512() -> bool:
     return {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
 
 
-# The tile each level's kernels use: 4 x 24 at the baseline, 8 x 32 at x86-64-v4.
-LEVELS = [pytest.param([], NARROW, id="baseline"),
+def _runs_avx2() -> bool:
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return False
+    return {"avx2", "fma", "bmi2"} <= flags
+
+
+# The tile each level's kernels use: 4 x 24 at the baseline (its 8-lane vectors split in
+# two SSE registers) and at x86-64-v3 (AVX2 registers), 8 x 32 at x86-64-v4.
+LEVELS = [pytest.param([], SPLIT, id="baseline"),
+          pytest.param(["-march=x86-64-v3"], NARROW, id="x86-64-v3",
+                       marks=pytest.mark.skipif(not _runs_avx2(),
+                                                reason="this CPU cannot run x86-64-v3 code")),
           pytest.param(["-march=x86-64-v4"], WIDE, id="x86-64-v4",
                        marks=pytest.mark.skipif(not _runs_avx512(),
                                                 reason="this CPU cannot run x86-64-v4 code"))]
@@ -122,12 +137,14 @@ def test_mirror_matches_the_kernel_library(c_toolchain: None, tmp_path: Path, ma
 
 def test_the_plan_is_the_largest_of_every_tile() -> None:
     """A library holds several levels and picks one at create: it plans for any of them."""
+    tiles = (NARROW, SPLIT, WIDE)
     for m, n, k in GEMMS:
         assert sgemm_workspace_bytes(m, n, k) == max(sgemm_workspace_bytes(m, n, k, tile)
-                                                     for tile in (NARROW, WIDE))
-    wider = [c for c in CONVS if conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True)), WIDE)
-             > conv2d_workspace_bytes(dict(zip(FIELDS, c, strict=True)), NARROW)]
-    assert wider, "no case where the wide tile needs more"
-    for conv in wider:
-        assert conv2d_workspace_bytes(dict(zip(FIELDS, conv, strict=True))) == \
-            conv2d_workspace_bytes(dict(zip(FIELDS, conv, strict=True)), WIDE)
+                                                     for tile in tiles)
+    fields = [dict(zip(FIELDS, c, strict=True)) for c in CONVS]
+    for p in fields:
+        assert conv2d_workspace_bytes(p) == max(conv2d_workspace_bytes(p, t) for t in tiles)
+    assert any(conv2d_workspace_bytes(p, WIDE) > conv2d_workspace_bytes(p, NARROW)
+               for p in fields), "no case where the wide tile needs more"
+    assert any(conv2d_workspace_bytes(p, SPLIT) > conv2d_workspace_bytes(p, NARROW)
+               for p in fields), "no case where split vectors need more (a GEMM, not pixels)"
