@@ -127,19 +127,23 @@ typedef float bg__pixv_u __attribute__((vector_size(32), aligned(4)));
  * splitting into phase planes) as multiplying. On a Zen 3 (x86-64-v3), pixel / best GEMM
  * form: PP-OCRv6 detection's 32 -> 16 at 320x320 0.49-0.58, 16 -> 16 at 320x320 0.72-0.83,
  * 16 -> 16 at 112x112 0.73, 32 -> 32 at 56x56 0.55-0.81, 64 -> 24 at 80x80 0.51-0.71,
- * 128 -> 16 at 80x80 0.81-0.91; 64 -> 16 at 160x160 1.0-1.4 (noisy). Where the 8-lane
- * vectors are split in two (SSE2, NEON) the accumulators spill: 5-7x slower there. Not
- * measured at 16 lanes, which keep the rule above (workspace.py's SPLIT and WIDE tiles). */
+ * 128 -> 16 at 80x80 0.81-0.91; 64 -> 16 at 160x160 1.0-1.4 (noisy). Not measured at 16
+ * lanes, which keep the rule above. */
 static inline int bg__conv_pixel_channels(const bg_conv2d_params *p)
 {
-    return p->C <= BG__CONV_PIXEL_MAX_C || (BG__PIX_VW == 8 && BG_NATIVE_V8 && p->M <= 32);
+    return p->C <= BG__CONV_PIXEL_MAX_C || (BG__PIX_VW == 8 && p->M <= 32);
 }
 
+/* Only with its vectors in registers (BG_NATIVE_V8: AVX, 256-bit SVE): where a bg_v8f is
+ * split in two (SSE2, NEON, riscv64) the accumulators spill, and at SSE2 stems ran 3-6x
+ * slower than the GEMM forms (3 -> 16 and 3 -> 32 at 224x224: 6.8 against 1.2 ms and 8.4
+ * against 2.6). workspace.py's SPLIT tile says the same. */
 static inline int bg__conv_pixel_plan(const bg_conv2d_params *p)
 {
     const int filters = p->M <= 32 || (p->M <= BG__CONV_PIXEL_MAX_M &&
                                        p->C * p->KH * p->KW >= BG__CONV_PIXEL_WIDE_MIN_K);
-    return p->group == 1 && bg__conv_pixel_channels(p) && filters && p->OW >= 8 &&
+    return BG_NATIVE_V8 && p->group == 1 && bg__conv_pixel_channels(p) && filters &&
+           p->OW >= 8 &&
            p->KH * p->KW > 1 && (p->stride_h > 1 || p->stride_w > 1) && !bg__conv_is_direct(p);
 }
 

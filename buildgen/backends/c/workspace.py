@@ -120,11 +120,14 @@ def conv2d_is_channels_last(p: Mapping[str, int]) -> bool:
 def conv2d_is_pixel(p: Mapping[str, int], tile: Tile = NARROW) -> bool:
     """bg__conv_pixel_plan: a strided convolution of up to 4 input channels into up to four
     vectors of filters (32 at 8 lanes; at 16, 64 given 64 taps a pixel: a network's stem)
-    runs pixel by pixel, filters as vectors, the image in place; with 8-lane registers,
-    so does one of any number of channels into up to 32 filters."""
+    runs pixel by pixel, filters as vectors, the image in place; at 8 lanes, so does one of
+    any number of channels into up to 32 filters. Never with split vectors (SSE2, NEON:
+    the accumulators spill)."""
+    if tile.split:
+        return False
     taps = p["C"] * p["KH"] * p["KW"]
     filters = p["M"] <= 32 or (p["M"] <= 4 * tile.lanes and taps >= _CONV_PIXEL_WIDE_MIN_K)
-    channels = p["C"] <= 4 or (tile.lanes == 8 and not tile.split and p["M"] <= 32)
+    channels = p["C"] <= 4 or (tile.lanes == 8 and p["M"] <= 32)
     return (p["group"] == 1 and channels and filters and p["OW"] >= 8
             and p["KH"] * p["KW"] > 1 and (p["stride_h"] > 1 or p["stride_w"] > 1)
             and not conv2d_is_direct(p))
