@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from buildgen.cache.action import ActionSpec
-from buildgen.cache.elf_check import incomplete_elf
+from buildgen.cache.elf_check import remove_incomplete
 from buildgen.cache.model import ARCHIVE_RULE, ARCHIVE_STAGING
 
 # Set in a stage worker (buildgen/worker/stages.py): runs a Python stage's command in a fork
@@ -50,24 +50,12 @@ def run_command(spec: ActionSpec, capture: bool = False) -> Ran:
         staged.commit()
     elif staged:
         ArchiveStaging.clear(spec)
-    code = done.returncode if done.returncode != 0 else _outputs_whole(spec)
+    # An ELF output cut short (a linker silent at a full disk) fails the action, removed.
+    code = done.returncode or remove_incomplete(spec.outputs, spec.command[0])
     if not capture:
         return Ran(code)
     echo(done.stdout, done.stderr)
     return Ran(code, (done.stdout, done.stderr))
-
-
-def _outputs_whole(spec: ActionSpec) -> int:
-    """0, or 1 after removing an ELF output the tool wrote short (a full disk that the
-    linker did not report): a later build must not trust it."""
-    for path in spec.outputs:
-        if (problem := incomplete_elf(path)) is not None:
-            print(f"error: {spec.command[0]} exited 0 but wrote {path} incomplete ({problem});"
-                  " is the disk full?", file=sys.stderr)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            return 1
-    return 0
 
 
 @dataclass(frozen=True)

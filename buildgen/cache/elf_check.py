@@ -5,12 +5,19 @@ the file ended short of its section header table, and the next build trusted it
 (tests/faults/test_disk_full.py: a libtiny.so cut at 69,632 of its 69,848 bytes). An ELF
 file's headers say where its program and section header tables lie; a file that ends
 before them was cut short. Archives, text and other files are not checked.
+
+Checked by the cache wrapper after every action (buildgen/cache/command.py) and, with the
+cache off, by the link rule itself: `python -m buildgen.cache.elf_check OUTPUT...` after
+the link (buildgen/ninja/rules.py). Standard library only: it runs once a link.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+import sys
+from collections.abc import Sequence
 
 # (offsets of e_phoff, e_shoff, e_phentsize, e_phnum, e_shentsize, e_shnum; offset format)
 _LAYOUT = {1: ((28, 32, 42, 44, 46, 48), "I"), 2: ((32, 40, 54, 56, 58, 60), "Q")}
@@ -40,3 +47,27 @@ def incomplete_elf(path: str) -> str | None:
     end = max(phoff + field(phent_at, "H") * field(phnum_at, "H"),
               shoff + field(shent_at, "H") * sections)
     return f"{size} bytes, where its headers reach byte {end}" if end > size else None
+
+
+def remove_incomplete(outputs: Sequence[str], tool: str) -> int:
+    """0, or 1 after removing the first ELF output that `tool` wrote short and saying so:
+    a later build must not trust it."""
+    for path in outputs:
+        if (problem := incomplete_elf(path)) is not None:
+            print(f"error: {tool} exited 0 but wrote {path} incomplete ({problem});"
+                  " is the disk full?", file=sys.stderr)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return 1
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    if not argv:
+        print("usage: python -m buildgen.cache.elf_check OUTPUT...", file=sys.stderr)
+        return 2
+    return remove_incomplete(argv, "the linker")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -71,7 +71,10 @@ ARCHIVE = Rule(ARCHIVE_RULE, command=(
 ))
 # $response_files: `@file` words naming files that list more objects (Action.response_files:
 # the c host's kernels objects its modules call, known once they are generated).
-LINK_SHARED = Rule("link_shared", command="$ld -shared -o $out $in $response_files $ldflags")
+_LINK = "$ld -shared -o $out $in $response_files $ldflags"
+# GNU ld can exit 0 with the library cut short at a full disk: the output is checked and
+# removed if so (buildgen/cache/elf_check.py), as the cache wrapper does after every action.
+LINK_SHARED = Rule("link_shared", command=f"{_LINK} && ${PYTHON} -m buildgen.cache.elf_check $out")
 
 
 
@@ -102,8 +105,9 @@ RESPONSE_FILES = "response_files"
 COMPILE_KIND = "kind"
 UNCACHED = frozenset({GEN.name})
 # The command the wrapper runs, where it differs from the rule's: the wrapper removes a
-# non-restat rule's outputs before running it, and runs one program, not shell syntax.
-_WRAPPED_COMMAND = {ARCHIVE.name: _AR}
+# non-restat rule's outputs before running it, checks ELF outputs after it, and runs one
+# program, not shell syntax.
+_WRAPPED_COMMAND = {ARCHIVE.name: _AR, LINK_SHARED.name: _LINK}
 
 
 def cached(rule: Rule) -> Rule:
