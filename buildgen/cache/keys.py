@@ -109,27 +109,41 @@ def file_digest(path: str, memo: DigestMemo | None = None) -> str:
         return _hash_file(path)
     stamp = (os.path.abspath(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns,
              info.st_ino, info.st_dev)
-    if (known := _SEEN.get(stamp)) is not None:
-        return known
+    return _SEEN.get_or_compute(stamp, lambda: _stored_digest(path, info, memo))
+
+
+def _stored_digest(path: str, info: os.stat_result, memo: DigestMemo | None) -> str:
+    """The digest from the on-disk memo (a large file), else the file's bytes hashed."""
     if memo is None or info.st_size < MEMO_MIN_BYTES:
-        digest = _hash_file(path)
-    else:
-        fingerprint = ["file", os.path.realpath(path), info.st_size, info.st_mtime_ns,
-                       info.st_ctime_ns, info.st_ino]
-        digest = memo.get_or_compute(fingerprint, lambda: _hash_file(path))
-    if digest != MISSING:  # gone between the stat and the read: not a digest to keep
-        if len(_SEEN) >= _SEEN_LIMIT:
-            _SEEN.clear()
-        _SEEN[stamp] = digest
-    return digest
+        return _hash_file(path)
+    fingerprint = ["file", os.path.realpath(path), info.st_size, info.st_mtime_ns,
+                   info.st_ctime_ns, info.st_ino]
+    return memo.get_or_compute(fingerprint, lambda: _hash_file(path))
 
 
-# Digests this process has computed, by the same stamp as the on-disk memo's: a worker's
-# runner (buildgen/worker/runner.py) serves many actions, and each compile's ~40 headers
-# then cost a stat each instead of a read and a hash. Bounded; a stamp that matches is
-# the same file as far as ccache's direct mode and ninja's deps log trust it.
-_SEEN: dict[tuple[str, int, int, int, int, int], str] = {}
-_SEEN_LIMIT = 50_000
+class _ProcessMemo:
+    """Digests this process has computed, by the same stamp as the on-disk memo's: a
+    worker's runner (buildgen/worker/runner.py) serves many actions, and each compile's ~40
+    headers then cost a stat each instead of a read and a hash. The layer in front of the
+    on-disk memo; bounded. A stamp that matches is the same file as far as ccache's direct
+    mode and ninja's deps log trust it."""
+
+    def __init__(self, limit: int):
+        self._known: dict[object, str] = {}
+        self._limit = limit
+
+    def get_or_compute(self, fingerprint: object, compute: Callable[[], str]) -> str:
+        if (known := self._known.get(fingerprint)) is not None:
+            return known
+        digest = compute()
+        if digest != MISSING:  # gone between the stat and the read: not a digest to keep
+            if len(self._known) >= self._limit:
+                self._known.clear()
+            self._known[fingerprint] = digest
+        return digest
+
+
+_SEEN = _ProcessMemo(limit=50_000)
 
 
 class DigestMemo(Protocol):

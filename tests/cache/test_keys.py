@@ -234,3 +234,32 @@ def test_large_file_digests_are_remembered_until_the_file_changes(tmp_path):
     path.write_bytes(b"b" * MEMO_MIN_BYTES)
     os.utime(path, (settled, settled))
     assert file_digest(str(path), memo) == hashlib.sha256(path.read_bytes()).hexdigest() != first
+
+
+def test_a_settled_file_is_read_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    """The process layer in front of the on-disk memo (a runner's ~40 headers a compile):
+    a stat each after the first read, a new read when the stamp moves, nothing kept for a
+    file that vanished between the stat and the read."""
+    import os
+    import time
+
+    from buildgen.cache import keys
+
+    reads: list[str] = []
+    real = keys._hash_file
+    monkeypatch.setattr(keys, "_hash_file", lambda p: reads.append(p) or real(p))
+    header = tmp_path / "bg_kernels.h"
+    header.write_text("int f(void);\n")
+    settled = time.time() - 60
+    os.utime(header, (settled, settled))
+    first = keys.file_digest(str(header))
+    assert keys.file_digest(str(header)) == first and len(reads) == 1
+    header.write_text("int g(void);\n")
+    os.utime(header, (settled, settled))
+    assert keys.file_digest(str(header)) != first and len(reads) == 2
+    monkeypatch.setattr(keys, "_hash_file", lambda p: reads.append(p) or keys.MISSING)
+    other = tmp_path / "gone.h"
+    other.write_text("x\n")
+    os.utime(other, (settled, settled))
+    assert keys.file_digest(str(other)) == keys.MISSING
+    assert keys.file_digest(str(other)) == keys.MISSING and len(reads) == 4
