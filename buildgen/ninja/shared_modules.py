@@ -88,12 +88,18 @@ class _Group:
     def shard_object(self, index: int) -> str:
         return f"{self.folder}/shard_{index}.o"
 
-    def fixed_units(self) -> list[tuple[str, str, Toolchain]]:
+    def fixed_units(self) -> tuple[tuple[str, str, Toolchain], ...]:
         """(source, object, toolchain) of each fixed source at each ISA level."""
-        return [(str(source), obj, toolchain)
-                for source in fixed_sources(self.spec)
-                for obj, toolchain in compile_units(
-                    f"{self.folder}/{source.stem}.o", self.toolchain)]
+        return self._fixed_units
+
+    # Asked once a model and target (their libraries' links), the same answer each time:
+    # worked out again, it was a fifth of gen's time at 1,000 models.
+    @cached_property
+    def _fixed_units(self) -> tuple[tuple[str, str, Toolchain], ...]:
+        return tuple((str(source), obj, toolchain)
+                     for source in fixed_sources(self.spec)
+                     for obj, toolchain in compile_units(
+                         f"{self.folder}/{source.stem}.o", self.toolchain))
 
     @cached_property
     def objects(self) -> tuple[str, ...]:
@@ -101,7 +107,7 @@ class _Group:
             return tuple(obj for _, obj, _ in self.fixed_units())
         return tuple(self.shard_object(i) for i in range(self.spec.shards))
 
-    @property
+    @cached_property
     def eager_objects(self) -> tuple[str, ...]:
         """The objects of the fixed sources compiled before any module asks (`eager`)."""
         return tuple(obj for source, obj, _ in self.fixed_units()
