@@ -187,7 +187,7 @@ def build_library(
             folder = Path(kernels_dir or out / "obj").resolve() / shared.folder
             linked = linked_by(shared.spec, generated.text)
             kernels += [(Path(source), tc, folder / Path(obj).name)
-                        for source, obj, tc in shared.fixed_units() if Path(source) in linked]
+                        for source, obj, tc in shared.fixed_units if Path(source) in linked]
         path = out / "src" / f"{kind}.{SOURCE_EXTENSIONS[toolchain.language]}"
         write_if_changed(path, generated.text)
         units += [(path, tc, Path(obj)) for obj, tc in compile_units(
