@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,9 @@ from buildgen.remote.rules import LocalOnly, sent_remotely
 if TYPE_CHECKING:
     from buildgen.cache.model import RemoteStore
 
+# Takes work to run once the action's client has its reply (buildgen/cache/write_behind.py).
+Later = Callable[[Callable[[], None]], None]
+
 # What a command printed is kept with its outputs under these reserved names (no action
 # writes under .buildgen/), and printed again on a hit: a compiler's warnings do not vanish
 # because the object came from the cache.
@@ -51,7 +55,9 @@ ENV_EXPLAIN = "BUILDGEN_CACHE_EXPLAIN"  # =1: write each action's key document
 EXPLAIN_DIR = ".buildgen/keys"  # <build>/.buildgen/keys/<first output>.json
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str], later: Later | None = None) -> int:
+    """The action's exit status. With `later`, the stores and statistics are handed to it
+    to run after the reply (buildgen/cache/write_behind.py); without, they run here."""
     try:
         spec = parse_exec_args(argv)
     except UsageError as exc:
@@ -66,7 +72,7 @@ def main(argv: Sequence[str]) -> int:
         return 1
     if settings.enabled:
         try:
-            action = CachedAction(spec, settings, build)
+            action = CachedAction(spec, settings, build, later)
         except Exception as exc:
             # buildgen.errors is imported only here: every action pays for its imports.
             from buildgen.errors import BuildgenError
@@ -94,8 +100,10 @@ def main(argv: Sequence[str]) -> int:
 
 
 class CachedAction:
-    def __init__(self, spec: ActionSpec, settings: CacheSettings, build: Path):
+    def __init__(self, spec: ActionSpec, settings: CacheSettings, build: Path,
+                 later: Later | None = None):
         self.spec = spec
+        self.later = later
         self.settings = settings
         self.build = build
         self.frame = PathFrame.of(str(build), spec.root)
@@ -122,12 +130,23 @@ class CachedAction:
         depsets = DepSets(base, self.store, self.remote, self.spec.depfile is not None)
         outcome = self._lookup(base, depsets)
         code = 0
+        saved: _Saved | None = None
         if outcome is None:
             outcome, ran = self._run()
             code = ran.code
             if code == 0:
-                self._save(base, depsets, ran.console)
-        self._account(outcome)
+                saved = self._saved(base, ran.console)
+
+        def finish(outcome: str = outcome) -> None:
+            if saved is not None:
+                self._store(saved, depsets)
+            self._account(outcome)
+
+        # A remote upload reads the outputs again from the build folder: not after a reply.
+        if self.later is None or self.remote is not None:
+            finish()
+        else:
+            self.later(finish)
         if os.environ.get(ENV_EXPLAIN):
             self._explain(parts, base, outcome)
         return outcome, code
@@ -229,7 +248,10 @@ class CachedAction:
 
     # -- misses ----------------------------------------------------------------------------
 
-    def _save(self, base: str, depsets: DepSets, console: tuple[bytes, bytes]) -> None:
+    def _saved(self, base: str, console: tuple[bytes, bytes]) -> _Saved | None:
+        """What to store, read now: the key and each output's bytes and digest. Taken
+        before any reply, so that nothing run after it (a rebuild rewriting an output)
+        can change what is stored under this action's key."""
         names: tuple[str, ...] = ()
         try:
             if self.spec.depfile:
@@ -237,25 +259,31 @@ class CachedAction:
                 names = hidden_inputs(self.spec, self.frame, prerequisites)
             hidden = hidden_digests(self.frame, names)
             if hidden is None:
-                return  # a prerequisite vanished already: nothing trustworthy to store
+                return None  # a prerequisite vanished already: nothing trustworthy to store
             key = full_key(base, hidden)
             self.key = (key, hidden)
-            collected = self._collect() + _console_outputs(console)
-            for output, data in collected:
+            return _Saved(key, names, self._collect() + _console_outputs(console))
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"buildgen cache: not stored ({exc})", file=sys.stderr)
+            return None
+
+    def _store(self, saved: _Saved, depsets: DepSets) -> None:
+        try:
+            for output, data in saved.outputs:
                 self.added += self.store.put_blob(output.digest, data)
-            result = ActionResult(tuple(output for output, _ in collected))
+            result = ActionResult(tuple(output for output, _ in saved.outputs))
             # The entry after its blobs: a reader never finds an entry whose blobs are
             # yet to come (only ones evicted since, which it treats as a miss).
-            self.added += self.store.put_action(key, result)
-            self.added += depsets.record(names)
+            self.added += self.store.put_action(saved.key, result)
+            self.added += depsets.record(saved.names)
             if self.remote is not None:
                 # Console blobs are no files under the build dir: sent here, so the
                 # client's upload finds them present and reads only real outputs.
-                for output, data in collected:
+                for output, data in saved.outputs:
                     if output.path in CONSOLE:
                         self.remote.put_blob(output.digest, data)
-                self.remote.upload_action(key, result, self.build, force=self.heal)
-        except (OSError, UnicodeDecodeError) as exc:
+                self.remote.upload_action(saved.key, result, self.build, force=self.heal)
+        except OSError as exc:
             print(f"buildgen cache: not stored ({exc})", file=sys.stderr)
 
     def _names(self) -> list[str]:
@@ -297,6 +325,13 @@ class CachedAction:
                 evict(self.settings.dir, self.settings.max_size)
         except OSError as exc:
             print(f"buildgen cache: statistics not updated ({exc})", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class _Saved:
+    key: str
+    names: tuple[str, ...]  # the hidden inputs (headers) the key covers
+    outputs: list[tuple[OutputFile, bytes]]  # read and hashed after the command ran
 
 
 def _console_outputs(console: tuple[bytes, bytes]) -> list[tuple[OutputFile, bytes]]:

@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         args.jobs = jobs  # remote.jobs: actions on the executor's workers, not on our cores
     ninja_args = [*ninja_flags(args), *args.passthrough]
     code = exit_status(run_ninja(build_dir, [*ninja_args, *args.names]).returncode)
+    if cached:
+        from buildgen.cache.write_behind import wait_for_stores
+
+        wait_for_stores(build_dir)  # the summary and the next build see every store
     # Without the cache, no action reports what it did: nothing to summarize.
     if cached and not _builds_nothing(ninja_args):
         _print_summary(build_dir, args.names, offset, state, stopped=code != 0)

@@ -14,6 +14,9 @@ What keeps actions apart in a process that outlives them:
   request in `stage` mode runs in a fork of its own, so a stage's module state never
   outlives it; the cache wrapper itself keeps no state between calls but its memo of
   file digests, keyed by each file's size, times and inode (cache/keys.py);
+- the cache's stores are written after the reply, with the action's streams already given
+  back and its working directory and umask still set (cache/write_behind.py); the runner
+  reports idle only when they are done;
 - a runner retires after an action that did not end cleanly (an interrupt or a signal:
   status 128 and above, a thread left running, a gRPC channel opened for a remote cache:
   gRPC and fork do not mix), after MAX_ACTIONS, and when the worker goes away; the worker
@@ -24,16 +27,20 @@ What keeps actions apart in a process that outlives them:
 from __future__ import annotations
 
 import contextlib
+import functools
 import marshal
 import os
 import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from buildgen.cache import exec as cache_exec
+from buildgen.cache import write_behind
 from buildgen.worker.client import DONE, HEADER_BYTES, STARTED, decode_number, encode_number
 from buildgen.worker.stages import run_in_fork, run_main
 
@@ -54,7 +61,7 @@ def run_forever(control: socket.socket, first: socket.socket) -> None:
         conn: socket.socket | None = first
         for _ in range(MAX_ACTIONS):
             assert conn is not None
-            clean = serve_one(conn)
+            clean = serve_one(conn, baseline)
             baseline.restore()
             if not clean:
                 break
@@ -96,12 +103,17 @@ class _Baseline:
         return cls(os.getcwd(), dict(os.environ), list(sys.argv), mask,
                    (streams[0], streams[1], streams[2]), os.getpgrp())
 
-    def restore(self) -> None:
+    def restore_streams(self) -> None:
+        """Give the action's standard streams back: ninja reads its output until the last
+        descriptor of the pipe closes, and this process may go on after the reply."""
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         for number, fd in enumerate(self.streams):
             os.dup2(fd, number)
+
+    def restore(self) -> None:
+        self.restore_streams()
         os.chdir(self.cwd)
         os.environ.clear()
         os.environ.update(self.environ)
@@ -112,9 +124,10 @@ class _Baseline:
         os.setpgid(0, self.group)  # an interrupt sent to the action's group misses it now
 
 
-def serve_one(conn: socket.socket) -> bool:
-    """Become the action's process, run it, report its status; whether this process is fit
-    to serve another."""
+def serve_one(conn: socket.socket, baseline: _Baseline) -> bool:
+    """Become the action's process, run it, report its status, then write what the cache
+    wrapper left for after the reply (buildgen/cache/write_behind.py); whether this
+    process is fit to serve another."""
     try:
         request = _receive(conn)
     except (OSError, ValueError, EOFError, KeyError, TypeError):
@@ -126,22 +139,30 @@ def serve_one(conn: socket.socket) -> bool:
     had_grpc = "grpc" in sys.modules
     watch = _watch_client(conn)
     argv = [str(word) for word in request["argv"]]
+    later: list[Callable[[], None]] = []
     if request.get("mode") == "exec":
-        code = run_main(cache_exec.main, "python -m buildgen.cache exec", argv)
+        code = run_main(functools.partial(cache_exec.main, later=later.append),
+                        "python -m buildgen.cache exec", argv)
     else:  # a stage without the cache: in a child of its own, so its state dies with it
         try:
             code = run_in_fork(argv) & 0xFF
         except KeyboardInterrupt:
             code = 130
     watch.ended.set()
+    held = write_behind.hold(Path.cwd()) if later else None  # before the reply
+    baseline.restore_streams()
     with contextlib.suppress(OSError):
         conn.sendall(DONE + encode_number(code))
     with contextlib.suppress(OSError):
         conn.shutdown(socket.SHUT_RDWR)  # wakes the watcher: it sees the action ended
     conn.close()
     watch.thread.join(timeout=1.0)
+    try:
+        stored = write_behind.finish(later, held)
+    except BaseException:  # noqa: BLE001 (an interrupt: this runner retires)
+        stored = False
     # 128 and above: an interrupt or a signal ended it, maybe halfway through our own code.
-    return (code < 128 and threading.active_count() <= threads
+    return (stored and code < 128 and threading.active_count() <= threads
             and ("grpc" in sys.modules) == had_grpc)
 
 

@@ -111,3 +111,25 @@ def _children(pid: int) -> list[int]:
     from test_workers import _children as children
 
     return children(pid)
+
+
+def test_a_miss_is_in_the_cache_once_its_stores_are_waited_for(tmp_path):
+    """The runner replies before it writes the action's stores (cache/write_behind.py);
+    `buildgen build` waits for them after ninja, as this test does, and then finds all."""
+    from buildgen.cache import write_behind
+    from buildgen.cache.stats import read_stats
+
+    argv, env, pid = _start(tmp_path)
+    cache = tmp_path / "cache"
+    env = {**env, "BUILDGEN_CACHE": "on", "BUILDGEN_CACHE_DIR": str(cache)}
+    action = _action(tmp_path / "workers", "echo ran >> ../runs.log; echo same > out.txt")
+    build = tmp_path / "build"
+    build.mkdir()
+    for _ in range(5):
+        (build / "out.txt").unlink(missing_ok=True)
+        _run(action, build, env)
+        write_behind.wait_for_stores(build)
+    assert (tmp_path / "runs.log").read_text() == "ran\n"  # then four hits
+    counts = dict(read_stats(cache).days[-1][1])
+    assert counts == {"local": 4, "ran": 1}
+    _stop(tmp_path, argv, pid)
