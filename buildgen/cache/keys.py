@@ -74,7 +74,7 @@ class PathFrame:
         `-I/home/a/repo/include` and `-I/home/b/repo/include` read the same. Relative
         words are already relative to the build dir and stay as written."""
         for token, base in self._bases():
-            if base == "/":
+            if base == "/" or base not in arg:  # most words name no absolute folder
                 continue
             pattern = re.compile(re.escape(base) + r"(?=/|$|[\s:;,=])")
             arg = _replace_paths(pattern, token, arg)
