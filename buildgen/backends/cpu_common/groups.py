@@ -169,13 +169,35 @@ def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
 
 def _source_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> str | None:
     """The input of step `node` that an anchor of rules.steps_after (one the backend takes)
-    produces, if any: a chain of steps may start there, as groups of their own."""
+    computes, itself or with the steps fused after it, if any: a chain of steps may start
+    there, as groups of their own."""
     for source in dict.fromkeys(n for n in node.inputs if n and not graph.is_weight(n)):
         producer = graph.producer(source)
-        if (producer is not None and producer.op in rules.steps_after
-                and rules.anchor_reason(producer, graph) is None):
+        if producer is not None and _after_anchor(producer, graph, rules, rules.max_steps):
             return source
     return None
+
+
+def _after_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
+    """Whether `node` is an anchor of rules.steps_after the backend takes, or a step fused
+    after one within `budget` steps: a Conv's bias Add, before a squeeze-excite's x * s."""
+    if node.op in rules.steps_after:
+        return rules.anchor_reason(node, graph) is None
+    if budget <= 0 or node.op not in EPILOGUE_OPS:
+        return False
+    compound = compound_at(node, graph, rules)
+    if compound is not None and not isinstance(compound, Shuffle):
+        producer = graph.producer(compound.match.source)
+        return (compound.match.output == node.outputs[0] and producer is not None
+                and _after_anchor(producer, graph, rules, budget - 1))
+    for chain in chain_candidates(node, graph):
+        step = step_for(node, graph, chain)
+        producer = graph.producer(chain)
+        if isinstance(step, str) or producer is None or rules.step_reason(step, graph):
+            continue
+        if _after_anchor(producer, graph, rules, budget - 1):
+            return True
+    return False
 
 
 def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str | None:

@@ -4,8 +4,10 @@ may keep the blocked layout a convolution or pooling picks (`flexible`).
 A tensor is flexible when a Conv, pooling, Concat or elementwise steps on their own (an
 eltwise or binary primitive) produce it inside the region and every reader is inside the
 region too and takes any layout: the input of a Conv or pooling, any input of a Concat, the
-source of elementwise steps on their own, or the residual a Conv adds with a sum post-op
-(copied into the Conv's output by a reorder, which converts the layout). It is then in the
+source of elementwise steps on their own, the residual a Conv adds with a sum post-op
+(copied into the Conv's output by a reorder, which converts the layout), or, in
+channels-last, a full-size binary operand of a group whose output is flexible itself (a
+post-op's src1 in the layout of its dst: an FPN's x + upsampled, x + x * s). It is then in the
 backend's activation layout (channels-last by default). Everything else is plain, as ONNX
 lays it out. Internal tensors live in the arena; when oneDNN may pick a blocked layout
 (activation_layout: any), a flexible one is planned at an upper bound (channels rounded up
@@ -23,7 +25,7 @@ from buildgen.backends.cpu_common.plan import plan_groups
 from buildgen.backends.cpu_common.steps import Binary
 from buildgen.backends.onednn.support import RULES
 from buildgen.codegen.memplan import MemoryPlan
-from buildgen.ir import Graph
+from buildgen.ir import Graph, Node
 from buildgen.partition.boundaries import RegionIO, region_io
 from buildgen.partition.model import Region
 
@@ -32,10 +34,11 @@ from buildgen.partition.model import Region
 LAYOUT_PRODUCERS = frozenset(("Conv", "MaxPool", "AveragePool", "LRN", "Resize", "Upsample",
                               "Concat", "Split"))
 LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-                            "LRN", "Resize", "Upsample", "Concat", "Split"))
+                            "ReduceMean", "LRN", "Resize", "Upsample", "Concat", "Split"))
 ANY_INPUT_READERS = frozenset(("Concat",))
 SIDE_OUTPUTS = frozenset(("LSTM", "GRU", "RNN"))  # anchors whose later outputs are tensors too
 SPLITS = frozenset(("Split",))  # anchors whose every output is one, in the input's layout
+BINARY_OPS = frozenset(("Add", "Sub", "Mul", "Div"))
 CHANNEL_BLOCK = 16  # the widest channel block oneDNN uses for float32 (AVX-512)
 
 
@@ -92,7 +95,10 @@ def _outputs(group: Group) -> tuple[str, ...]:
     return (group.output,)
 
 
-def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO) -> bool:
+def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO,
+              operand_into: frozenset[str] = frozenset()) -> bool:
+    """Whether `tensor` may be in the activation layout; `operand_into`: outputs known to
+    be, whose groups may read it as a full-size binary operand in that layout too."""
     producer = next(g for g in groups if tensor in _outputs(g))
     # Elementwise steps on their own (an eltwise or binary primitive) write `any`: the
     # layout of their source.
@@ -113,9 +119,18 @@ def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO
                 return False
             continue
         residual = sum_step(group, graph)
-        if residual is None or residual.node is not reader or residual.other != tensor:
+        if residual is not None and residual.node is reader and residual.other == tensor:
+            continue
+        if group.output not in operand_into or not _full_size_operand(reader, tensor, graph):
             return False
     return True
+
+
+def _full_size_operand(reader: Node, tensor: str, graph: Graph) -> bool:
+    """Whether `reader` is a binary step reading `tensor` at its own output's shape: a
+    post-op operand oneDNN reads in the layout the primitive writes (FPN's x + upsampled)."""
+    return (reader.op in BINARY_OPS and tensor in reader.inputs
+            and graph.type_of(tensor).shape == graph.type_of(reader.outputs[0]).shape)
 
 
 def _in_place(graph: Graph, groups: tuple[Group, ...], flexible: set[str]) -> dict[str, str]:
@@ -158,7 +173,14 @@ def region_layout(graph: Graph, region: Region, blocked: bool = False) -> Region
     names += list(side)
     names = list(dict.fromkeys(names))
     internal = [t for t in names if t not in io.inputs and t not in io.outputs]
-    flexible = {t for t in internal if t not in recurrent and _flexible(t, graph, groups, io)}
+    candidates = [t for t in internal if t not in recurrent]
+    flexible = {t for t in candidates if _flexible(t, graph, groups, io)}
+    if not blocked:
+        # Then the full-size binary operands of groups that write channels-last: a blocked
+        # operand would have to match the block oneDNN picks for the output.
+        known = frozenset(flexible)
+        flexible |= {t for t in candidates if t not in known
+                     and _flexible(t, graph, groups, io, operand_into=known)}
 
     def size(tensor: str) -> int:
         if tensor in flexible:

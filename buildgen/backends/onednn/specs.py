@@ -95,7 +95,7 @@ def _unary_fields(ctx: Context, source: str, group: Group, plain: bool,
 def _pool(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
     x = ctx.graph.type_of(node.inputs[0]).shape
     y = ctx.graph.type_of(node.outputs[0]).shape
-    if node.op.startswith("Global"):
+    if node.op.startswith("Global") or node.op == "ReduceMean":  # support.py: spatial axes
         geo = Window(x[2:], y[2:], x[2:], (1,) * (len(x) - 2), (1,) * (len(x) - 2),
                      (0,) * (len(x) - 2), (0,) * (len(x) - 2))
     else:

@@ -1,8 +1,10 @@
 """What the onednn backend runs: Conv (1-D to 3-D), MatMul and Gemm with the elementwise
 chain after them fused as post-ops (bias, scale, residual sum, BatchNormalization, eltwise),
-and on their own MaxPool, AveragePool, the global pools, Softmax, LogSoftmax,
+and on their own MaxPool, AveragePool, the global pools (and ReduceMean over every spatial
+axis, kept: a squeeze-excite block's), Softmax, LogSoftmax,
 LayerNormalization, LRN (across channels, odd sizes), Concat of run-time tensors, Split (and the
-elementwise steps after it or a pooling, as groups of their own), the Resize / Upsample
+elementwise steps after it, a pooling or a Conv whose output is read twice, as groups of
+their own), the Resize / Upsample
 variants oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant
 weights and oneDNN's cells (rnn.py). Everything else declines, with the reason the
 partitioner reports."""
@@ -90,6 +92,29 @@ def _pool(node: Node, graph: Graph) -> str | None:
     return _extra_outputs_reason(node, graph)
 
 
+def _reduce_mean(node: Node, graph: Graph) -> str | None:
+    """ReduceMean over every spatial axis with the dims kept is a GlobalAveragePool: a
+    squeeze-excite block's (PP-LCNet, MobileNetV3), between two oneDNN convolutions."""
+    rank = _rank(graph, node.inputs[0])
+    if not 3 <= rank <= 5:
+        return f"ReduceMean of rank {rank} (onednn pools 1-D to 3-D)"
+    if node.attr("keepdims", 1) != 1:
+        return "ReduceMean without keepdims (onednn runs it as a global average pool)"
+    if len(node.inputs) > 1 and node.inputs[1]:
+        value = graph.constant(node.inputs[1])
+        axes = () if value is None else tuple(int(a) for a in value.reshape(-1))
+        if value is None:
+            return "ReduceMean with run-time axes"
+    else:
+        found = node.attr("axes", ())
+        assert isinstance(found, tuple)
+        axes = tuple(int(a) for a in found)
+    if sorted({a % rank for a in axes}) != list(range(2, rank)):
+        return (f"ReduceMean over axes {list(axes)} (onednn runs it over the spatial axes "
+                "only, as a global average pool)")
+    return None
+
+
 def _softmax(node: Node, graph: Graph) -> str | None:
     rank = _rank(graph, node.inputs[0])
     if rank > MAX_DIMS:
@@ -165,6 +190,7 @@ _CHECKS: dict[str, Callable[[Node, Graph], str | None]] = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     **{op: _pool for op in POOLS},
+    "ReduceMean": _reduce_mean,
     "Softmax": _softmax,
     "LogSoftmax": _softmax,
     "LayerNormalization": _layer_norm,
@@ -193,6 +219,8 @@ RULES = ChainRules(
     gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
     swish=True,  # oneDNN's swish eltwise (alpha 1), likewise
     shuffle=True,  # oneDNN's shuffle primitive, in the layout of its input
-    # as eltwise and binary primitives, in the layout the anchor wrote
-    steps_after=frozenset(("Concat", "MaxPool", "AveragePool")),
+    # as eltwise and binary primitives, in the layout the anchor wrote; after a Conv, the
+    # steps its post-ops cannot take because its output is read twice (a squeeze-excite
+    # block's scale, x * s, where the pooling reads x too)
+    steps_after=frozenset(("Concat", "MaxPool", "AveragePool", "Conv")),
 )

@@ -225,6 +225,32 @@ def plain_pools() -> onnx.ModelProto:
     return b.model()
 
 
+def squeeze_excite() -> onnx.ModelProto:
+    """PP-LCNet's squeeze-excite block as Paddle exports it (a Conv's bias as an Add, the
+    mean over H and W as ReduceMean, the gate as HardSigmoid) and PP-OCR's FPN after it:
+    x + x * s, plus an upsampled coarser level. All one oneDNN region; a ReduceMean over
+    the channels, and one dropping its dims, stay on the host."""
+    b = Builder("squeeze_excite", opset=11)
+    x = b.input("x", [1, 8, 10, 10])
+    y = b.node("Conv", [x, b.weight("w0", [16, 8, 3, 3])], "c0", pads=[1, 1, 1, 1])
+    y = b.node("Add", [y, b.weight("b0", [1, 16, 1, 1])], "c0_bias")
+    m = b.node("ReduceMean", [y], "se_mean", axes=[2, 3], keepdims=1)
+    s = b.node("Relu", [b.node("Conv", [m, b.weight("w1", [4, 16, 1, 1])], "se_c1")], "se_r")
+    s = b.node("HardSigmoid", [b.node("Conv", [s, b.weight("w2", [16, 4, 1, 1])], "se_c2")],
+               "se_gate", alpha=0.2, beta=0.5)
+    scaled = b.node("Mul", [y, s], "se_scale")
+    z = b.node("Add", [y, scaled], "se_res")
+    coarse = b.node("Conv", [y, b.weight("w3", [16, 16, 3, 3])], "down", pads=[1, 1, 1, 1],
+                    strides=[2, 2])
+    up = b.node("Resize", [coarse, _floats(b, "up_roi", []), _floats(b, "up_scales", [1, 1, 2, 2])],
+                "up")
+    f = b.node("Add", [z, up], "fpn_add")
+    b.outputs.append(b.node("Conv", [f, b.weight("w4", [8, 16, 1, 1])], "out"))
+    b.outputs.append(b.node("ReduceMean", [y], "mean_c", axes=[1], keepdims=1))
+    b.outputs.append(b.node("ReduceMean", [y], "mean_flat", axes=[2, 3], keepdims=0))
+    return b.model()
+
+
 SWEEP = Case("resize_sweep", resize_sweep, {"x": (1, 2, 6, 7)}, ("Resize",))
 # (case, nodes oneDNN runs, nodes the c host runs); node names are "/<output>".
 IMAGE_CASES = (
@@ -247,6 +273,9 @@ IMAGE_CASES = (
     (Case("plain_pools", plain_pools, {"s": (1, 20, 300), "x": (1, 5, 11, 11),
                                        "v": (1, 6, 4, 5, 6)}, ("GlobalMaxPool",)),
      ("/gmax_1d", "/max_2d", "/avg_2d", "/gavg_3d"), ()),
+    (Case("squeeze_excite", squeeze_excite, {"x": (1, 8, 10, 10)}, ("ReduceMean",)),
+     ("/c0", "/c0_bias", "/se_mean", "/se_c1", "/se_gate", "/se_scale", "/se_res", "/down",
+      "/up", "/fpn_add", "/out"), ("/mean_c", "/mean_flat")),
     (Case("shuffle_net", shuffle_net, {"x": (1, 12, 6, 6)}, ("Conv",)),
      ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw", "/in_r1", "/in_t", "/in_r2"),
      ("/flat_r1", "/flat_t", "/flat_r2")),

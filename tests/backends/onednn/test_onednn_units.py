@@ -140,3 +140,24 @@ def test_a_module_without_regions_creates_nothing(backend, tmp_path: Path) -> No
     text = backend.generate("m", graph, one_region(graph, "c"), {}, weights).text
     assert "int m__onednn_create(bg_env *env)\n{\n    (void)env;\n    return 0;\n}" in text
     assert "const size_t m__onednn_scratch_bytes = 0;" in text
+
+
+def test_full_size_binary_operands_stay_channels_last(tmp_path: Path) -> None:
+    """PP-OCR's FPN: x + x * s and x + upsampled, both operands full size. Each reads its
+    second operand as a binary post-op's src1, which oneDNN takes in the layout it writes:
+    channels-last needs no reorder of either; a blocked layout keeps them plain."""
+    from onednn_image_cases import squeeze_excite
+
+    model = squeeze_excite()
+    model.graph.output.pop()  # the host's two ReduceMeans: one oneDNN region is left
+    model.graph.output.pop()
+    model.graph.node.pop()
+    model.graph.node.pop()
+    graph, _ = imported(model, {"x": (1, 8, 10, 10)}, tmp_path)
+    region = one_region(graph, "onednn").regions[0]
+    layout = region_layout(graph, region)
+    assert layout.entry("c0_bias").flexible  # Mul's source; Add's other operand
+    assert layout.entry("up").flexible  # the FPN Add's other operand
+    assert not layout.entry("se_gate").flexible  # broadcast [1, 16, 1, 1]: plain
+    blocked = region_layout(graph, region, blocked=True)
+    assert not blocked.entry("c0_bias").flexible and not blocked.entry("up").flexible
