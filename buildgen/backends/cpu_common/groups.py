@@ -14,7 +14,7 @@ a chain that starts at an anchor this backend takes, so a lone Relu stays with t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from buildgen.backends.cpu_common.gelu import gelu_at
@@ -110,14 +110,19 @@ def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool
         return False
     if _compound_continues(node, graph, rules, budget):
         return True
+    if any(_continues(p, graph, rules, budget - 1) for p in _chain_producers(node, graph, rules)):
+        return True
+    return _starts_after_anchor(node, graph, rules)
+
+
+def _chain_producers(node: Node, graph: Graph, rules: ChainRules) -> Iterator[Node]:
+    """The producers of the inputs step `node` could continue a chain from."""
     for chain in chain_candidates(node, graph):
         step = step_for(node, graph, chain)
         producer = graph.producer(chain)
-        if isinstance(step, str) or producer is None or rules.step_reason(step, graph):
-            continue
-        if _continues(producer, graph, rules, budget - 1):
-            return True
-    return _starts_after_anchor(node, graph, rules)
+        if not isinstance(step, str) and producer is not None \
+                and rules.step_reason(step, graph) is None:
+            yield producer
 
 
 def _compound_continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
@@ -190,14 +195,8 @@ def _after_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> b
         producer = graph.producer(compound.match.source)
         return (compound.match.output == node.outputs[0] and producer is not None
                 and _after_anchor(producer, graph, rules, budget - 1))
-    for chain in chain_candidates(node, graph):
-        step = step_for(node, graph, chain)
-        producer = graph.producer(chain)
-        if isinstance(step, str) or producer is None or rules.step_reason(step, graph):
-            continue
-        if _after_anchor(producer, graph, rules, budget - 1):
-            return True
-    return False
+    return any(_after_anchor(p, graph, rules, budget - 1)
+               for p in _chain_producers(node, graph, rules))
 
 
 def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str | None:
