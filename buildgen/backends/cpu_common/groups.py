@@ -53,6 +53,9 @@ class ChainRules:
     # anchors that take no fused steps, after which a chain of them runs in the same
     # region as groups of their own (DenseNet's BatchNormalization and Relu after a Concat)
     steps_after: frozenset[str] = frozenset()
+    # anchors whose output (with the steps fused after them), read twice, may start a group
+    # of its own with a binary step on two run-time tensors (a squeeze-excite's x * s)
+    binary_after: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         return "/".join(sorted(self.fusable))
@@ -173,20 +176,27 @@ def chain_reason(node: Node, graph: Graph, rules: ChainRules) -> str | None:
 
 
 def _source_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> str | None:
-    """The input of step `node` that an anchor of rules.steps_after (one the backend takes)
-    computes, itself or with the steps fused after it, if any: a chain of steps may start
-    there, as groups of their own."""
+    """The input of step `node` a chain of steps may start from, as groups of their own:
+    what an anchor of rules.steps_after (one the backend takes) computes, or what an
+    anchor of rules.binary_after computes, with the steps fused after it, when `node`
+    is a binary step whose other operand is a run-time tensor too."""
     for source in dict.fromkeys(n for n in node.inputs if n and not graph.is_weight(n)):
         producer = graph.producer(source)
-        if producer is not None and _after_anchor(producer, graph, rules, rules.max_steps):
+        if producer is None:
+            continue
+        if producer.op in rules.steps_after and rules.anchor_reason(producer, graph) is None:
+            return source
+        step = step_for(node, graph, source)
+        if (isinstance(step, Binary) and not graph.is_weight(step.other)
+                and _after_binary_anchor(producer, graph, rules, rules.max_steps)):
             return source
     return None
 
 
-def _after_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
-    """Whether `node` is an anchor of rules.steps_after the backend takes, or a step fused
+def _after_binary_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
+    """Whether `node` is an anchor of rules.binary_after the backend takes, or a step fused
     after one within `budget` steps: a Conv's bias Add, before a squeeze-excite's x * s."""
-    if node.op in rules.steps_after:
+    if node.op in rules.binary_after:
         return rules.anchor_reason(node, graph) is None
     if budget <= 0 or node.op not in EPILOGUE_OPS:
         return False
@@ -194,8 +204,8 @@ def _after_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> b
     if compound is not None and not isinstance(compound, Shuffle):
         producer = graph.producer(compound.match.source)
         return (compound.match.output == node.outputs[0] and producer is not None
-                and _after_anchor(producer, graph, rules, budget - 1))
-    return any(_after_anchor(p, graph, rules, budget - 1)
+                and _after_binary_anchor(producer, graph, rules, budget - 1))
+    return any(_after_binary_anchor(p, graph, rules, budget - 1)
                for p in _chain_producers(node, graph, rules))
 
 

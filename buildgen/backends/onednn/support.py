@@ -3,8 +3,8 @@ chain after them fused as post-ops (bias, scale, residual sum, BatchNormalizatio
 and on their own MaxPool, AveragePool, the global pools (and ReduceMean over every spatial
 axis, kept: a squeeze-excite block's), Softmax, LogSoftmax,
 LayerNormalization, LRN (across channels, odd sizes), Concat of run-time tensors, Split (and the
-elementwise steps after it, a pooling or a Conv whose output is read twice, as groups of
-their own), the Resize / Upsample
+elementwise steps after it or a pooling, as groups of their own, and a binary step of
+two run-time tensors after a Conv whose output is read twice), the Resize / Upsample
 variants oneDNN's resampling reproduces (resample.py) and LSTM, GRU and RNN with constant
 weights and oneDNN's cells (rnn.py). Everything else declines, with the reason the
 partitioner reports."""
@@ -96,8 +96,11 @@ def _reduce_mean(node: Node, graph: Graph) -> str | None:
     """ReduceMean over every spatial axis with the dims kept is a GlobalAveragePool: a
     squeeze-excite block's (PP-LCNet, MobileNetV3), between two oneDNN convolutions."""
     rank = _rank(graph, node.inputs[0])
-    if not 3 <= rank <= 5:
-        return f"ReduceMean of rank {rank} (onednn pools 1-D to 3-D)"
+    if not 4 <= rank <= 5:
+        # Over the last axis of [N, T, C] it is a written-out LayerNorm's mean (SVTR's, in
+        # PP-OCRv4's recogniser), whose other steps the host runs: taking it alone would
+        # put two region boundaries around every such mean.
+        return f"ReduceMean of rank {rank} (onednn takes a 2-D or 3-D global average pool)"
     if node.attr("keepdims", 1) != 1:
         return "ReduceMean without keepdims (onednn runs it as a global average pool)"
     if len(node.inputs) > 1 and node.inputs[1]:
@@ -219,8 +222,11 @@ RULES = ChainRules(
     gelu=True,  # oneDNN's gelu_erf eltwise, as a post-op or on its own
     swish=True,  # oneDNN's swish eltwise (alpha 1), likewise
     shuffle=True,  # oneDNN's shuffle primitive, in the layout of its input
-    # as eltwise and binary primitives, in the layout the anchor wrote; after a Conv, the
-    # steps its post-ops cannot take because its output is read twice (a squeeze-excite
-    # block's scale, x * s, where the pooling reads x too)
-    steps_after=frozenset(("Concat", "MaxPool", "AveragePool", "Conv")),
+    # as eltwise and binary primitives, in the layout the anchor wrote
+    steps_after=frozenset(("Concat", "MaxPool", "AveragePool")),
+    # After a Conv whose output is read twice (a squeeze-excite's x, which its pooling reads
+    # too), only a binary step of two run-time tensors starts a group: a binary primitive.
+    # An eltwise one with such a tensor as a post-op runs oneDNN's reference code (PP-OCRv4's
+    # recogniser: 6 ms a run in five of them).
+    binary_after=frozenset(("Conv",)),
 )

@@ -248,6 +248,8 @@ def squeeze_excite() -> onnx.ModelProto:
     b.outputs.append(b.node("Conv", [f, b.weight("w4", [8, 16, 1, 1])], "out"))
     b.outputs.append(b.node("ReduceMean", [y], "mean_c", axes=[1], keepdims=1))
     b.outputs.append(b.node("ReduceMean", [y], "mean_flat", axes=[2, 3], keepdims=0))
+    t = b.input("t", [1, 6, 16])  # a written-out LayerNorm's mean over the last axis
+    b.outputs.append(b.node("ReduceMean", [t], "mean_1d", axes=[-1], keepdims=1))
     return b.model()
 
 
@@ -273,9 +275,10 @@ IMAGE_CASES = (
     (Case("plain_pools", plain_pools, {"s": (1, 20, 300), "x": (1, 5, 11, 11),
                                        "v": (1, 6, 4, 5, 6)}, ("GlobalMaxPool",)),
      ("/gmax_1d", "/max_2d", "/avg_2d", "/gavg_3d"), ()),
-    (Case("squeeze_excite", squeeze_excite, {"x": (1, 8, 10, 10)}, ("ReduceMean",)),
+    (Case("squeeze_excite", squeeze_excite, {"x": (1, 8, 10, 10), "t": (1, 6, 16)},
+          ("ReduceMean",)),
      ("/c0", "/c0_bias", "/se_mean", "/se_c1", "/se_gate", "/se_scale", "/se_res", "/down",
-      "/up", "/fpn_add", "/out"), ("/mean_c", "/mean_flat")),
+      "/up", "/fpn_add", "/out"), ("/mean_c", "/mean_flat", "/mean_1d")),
     (Case("shuffle_net", shuffle_net, {"x": (1, 12, 6, 6)}, ("Conv",)),
      ("/g1", "/s_r1", "/s_t", "/s_r2", "/dw", "/in_r1", "/in_t", "/in_r2"),
      ("/flat_r1", "/flat_t", "/flat_r2")),
