@@ -27,10 +27,11 @@ RESAMPLES = frozenset(("Resize", "Upsample"))
 
 
 def _float_reason(node: Node, graph: Graph) -> str | None:
-    # Resize's roi / scales / sizes and Split's sizes are constants read at codegen (Split's
-    # from its outputs' shapes), of any type; an RNN's sequence_lens is int32.
+    # Resize's roi / scales / sizes, Split's sizes and ReduceMean's axes are constants read
+    # at codegen (Split's from its outputs' shapes), of any type; an RNN's sequence_lens is
+    # int32.
     names = [*node.inputs, *node.outputs]
-    if node.op in RESAMPLES or node.op == "Split":
+    if node.op in RESAMPLES or node.op in ("Split", "ReduceMean"):
         names = [node.inputs[0], *node.outputs]
     elif node.op in RECURRENT and len(node.inputs) > SEQUENCE_LENS:
         names[SEQUENCE_LENS] = ""
@@ -94,27 +95,23 @@ def _pool(node: Node, graph: Graph) -> str | None:
 
 def _reduce_mean(node: Node, graph: Graph) -> str | None:
     """ReduceMean over every spatial axis with the dims kept is a GlobalAveragePool: a
-    squeeze-excite block's (PP-LCNet, MobileNetV3), between two oneDNN convolutions."""
+    squeeze-excite block's (PP-LCNet, MobileNetV3, EfficientNet), between two oneDNN
+    convolutions. Judged by the shapes, which say it exactly: batch and channels kept,
+    every spatial dim 1 (a reduced axis of size 1 changes nothing), whatever the axes
+    (an attribute, or from opset 18 an input whose value codegen does not have)."""
     rank = _rank(graph, node.inputs[0])
     if not 4 <= rank <= 5:
         # Over the last axis of [N, T, C] it is a written-out LayerNorm's mean (SVTR's, in
         # PP-OCRv4's recogniser), whose other steps the host runs: taking it alone would
         # put two region boundaries around every such mean.
         return f"ReduceMean of rank {rank} (onednn takes a 2-D or 3-D global average pool)"
-    if node.attr("keepdims", 1) != 1:
+    x = graph.type_of(node.inputs[0]).shape
+    y = graph.type_of(node.outputs[0]).shape
+    if len(y) != rank:
         return "ReduceMean without keepdims (onednn runs it as a global average pool)"
-    if len(node.inputs) > 1 and node.inputs[1]:
-        value = graph.constant(node.inputs[1])
-        axes = () if value is None else tuple(int(a) for a in value.reshape(-1))
-        if value is None:
-            return "ReduceMean with run-time axes"
-    else:
-        found = node.attr("axes", ())
-        assert isinstance(found, tuple)
-        axes = tuple(int(a) for a in found)
-    if sorted({a % rank for a in axes}) != list(range(2, rank)):
-        return (f"ReduceMean over axes {list(axes)} (onednn runs it over the spatial axes "
-                "only, as a global average pool)")
+    if tuple(y[:2]) != tuple(x[:2]) or any(d != 1 for d in y[2:]):
+        return (f"ReduceMean from {list(x)} to {list(y)} (onednn runs the mean over the "
+                "spatial axes only, as a global average pool)")
     return None
 
 
