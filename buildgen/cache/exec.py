@@ -262,7 +262,7 @@ class CachedAction:
                 return None  # a prerequisite vanished already: nothing trustworthy to store
             key = full_key(base, hidden)
             self.key = (key, hidden)
-            return _Saved(key, names, self._collect() + _console_outputs(console))
+            return _Saved(key, names, (*self._collect(), *_console_outputs(console)))
         except (OSError, UnicodeDecodeError) as exc:
             print(f"buildgen cache: not stored ({exc})", file=sys.stderr)
             return None
@@ -331,7 +331,7 @@ class CachedAction:
 class _Saved:
     key: str
     names: tuple[str, ...]  # the hidden inputs (headers) the key covers
-    outputs: list[tuple[OutputFile, bytes]]  # read and hashed after the command ran
+    outputs: tuple[tuple[OutputFile, bytes], ...]  # read and hashed after the command ran
 
 
 def _console_outputs(console: tuple[bytes, bytes]) -> list[tuple[OutputFile, bytes]]:

@@ -107,37 +107,41 @@ def compound_at(node: Node, graph: Graph, rules: ChainRules) -> Gelu | Swish | S
 def _continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
     """Whether `node`'s output can carry a chain: it is a fusable anchor the backend takes,
     or a step of such a chain within `budget` steps."""
-    if node.op in rules.fusable or node.op in rules.steps_after:
+    return _reaches(node, graph, rules, budget, rules.fusable | rules.steps_after, starts=True)
+
+
+def _reaches(node: Node, graph: Graph, rules: ChainRules, budget: int,
+             roots: frozenset[str], starts: bool) -> bool:
+    """Whether `node` is an anchor of `roots` the backend takes, or a step fused after one
+    within `budget` steps (a GELU or SiLU counting as one); with `starts`, also a step
+    that starts a chain of its own after a steps_after anchor."""
+    if node.op in roots:
         return rules.anchor_reason(node, graph) is None
     if budget <= 0 or node.op not in EPILOGUE_OPS:
         return False
-    if _compound_continues(node, graph, rules, budget):
+    if any(_reaches(p, graph, rules, budget - 1, roots, starts)
+           for p in _step_producers(node, graph, rules)):
         return True
-    if any(_continues(p, graph, rules, budget - 1) for p in _chain_producers(node, graph, rules)):
-        return True
-    return _starts_after_anchor(node, graph, rules)
+    return starts and _starts_after_anchor(node, graph, rules)
 
 
-def _chain_producers(node: Node, graph: Graph, rules: ChainRules) -> Iterator[Node]:
-    """The producers of the inputs step `node` could continue a chain from."""
+def _step_producers(node: Node, graph: Graph, rules: ChainRules) -> Iterator[Node]:
+    """The producers of the inputs step `node` could continue a chain from. A GELU or SiLU
+    ending at `node` continues from its source: a residual Add after a Conv's SiLU
+    (YOLOv5's bottlenecks) fuses as the Conv's next post-op, although the SiLU's input,
+    read twice, is no chain candidate."""
+    compound = compound_at(node, graph, rules)
+    if compound is not None and not isinstance(compound, Shuffle) \
+            and compound.match.output == node.outputs[0]:
+        producer = graph.producer(compound.match.source)
+        if producer is not None:
+            yield producer
     for chain in chain_candidates(node, graph):
         step = step_for(node, graph, chain)
         producer = graph.producer(chain)
         if not isinstance(step, str) and producer is not None \
                 and rules.step_reason(step, graph) is None:
             yield producer
-
-
-def _compound_continues(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
-    """Whether `node` ends a GELU or SiLU (one step) that continues a chain: a residual Add
-    after a Conv's SiLU (YOLOv5's bottlenecks) fuses as the Conv's next post-op, although the
-    SiLU's input, read twice, is no chain candidate."""
-    compound = compound_at(node, graph, rules)
-    if compound is None or isinstance(compound, Shuffle) \
-            or compound.match.output != node.outputs[0]:
-        return False
-    producer = graph.producer(compound.match.source)
-    return producer is not None and _continues(producer, graph, rules, budget - 1)
 
 
 def _starts_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> bool:
@@ -187,26 +191,10 @@ def _source_after_anchor(node: Node, graph: Graph, rules: ChainRules) -> str | N
         if producer.op in rules.steps_after and rules.anchor_reason(producer, graph) is None:
             return source
         step = step_for(node, graph, source)
-        if (isinstance(step, Binary) and not graph.is_weight(step.other)
-                and _after_binary_anchor(producer, graph, rules, rules.max_steps)):
+        if (isinstance(step, Binary) and not graph.is_weight(step.other) and _reaches(
+                producer, graph, rules, rules.max_steps, rules.binary_after, starts=False)):
             return source
     return None
-
-
-def _after_binary_anchor(node: Node, graph: Graph, rules: ChainRules, budget: int) -> bool:
-    """Whether `node` is an anchor of rules.binary_after the backend takes, or a step fused
-    after one within `budget` steps: a Conv's bias Add, before a squeeze-excite's x * s."""
-    if node.op in rules.binary_after:
-        return rules.anchor_reason(node, graph) is None
-    if budget <= 0 or node.op not in EPILOGUE_OPS:
-        return False
-    compound = compound_at(node, graph, rules)
-    if compound is not None and not isinstance(compound, Shuffle):
-        producer = graph.producer(compound.match.source)
-        return (compound.match.output == node.outputs[0] and producer is not None
-                and _after_binary_anchor(producer, graph, rules, budget - 1))
-    return any(_after_binary_anchor(p, graph, rules, budget - 1)
-               for p in _chain_producers(node, graph, rules))
 
 
 def chain_problem(graph: Graph, nodes: Sequence[Node], rules: ChainRules) -> str | None:

@@ -38,7 +38,6 @@ LAYOUT_READERS = frozenset(("Conv", "MaxPool", "AveragePool", "GlobalAveragePool
 ANY_INPUT_READERS = frozenset(("Concat",))
 SIDE_OUTPUTS = frozenset(("LSTM", "GRU", "RNN"))  # anchors whose later outputs are tensors too
 SPLITS = frozenset(("Split",))  # anchors whose every output is one, in the input's layout
-BINARY_OPS = frozenset(("Add", "Sub", "Mul", "Div"))
 CHANNEL_BLOCK = 16  # the widest channel block oneDNN uses for float32 (AVX-512)
 
 
@@ -121,16 +120,20 @@ def _flexible(tensor: str, graph: Graph, groups: tuple[Group, ...], io: RegionIO
         residual = sum_step(group, graph)
         if residual is not None and residual.node is reader and residual.other == tensor:
             continue
-        if group.output not in operand_into or not _full_size_operand(reader, tensor, graph):
+        if group.output not in operand_into or not _full_size_operand(group, reader, tensor, graph):
             return False
     return True
 
 
-def _full_size_operand(reader: Node, tensor: str, graph: Graph) -> bool:
-    """Whether `reader` is a binary step reading `tensor` at its own output's shape: a
-    post-op operand oneDNN reads in the layout the primitive writes (FPN's x + upsampled)."""
-    return (reader.op in BINARY_OPS and tensor in reader.inputs
-            and graph.type_of(tensor).shape == graph.type_of(reader.outputs[0]).shape)
+def _full_size_operand(group: Group, reader: Node, tensor: str, graph: Graph) -> bool:
+    """Whether `reader` is one of the group's binary steps reading `tensor` as its other
+    operand at the chain's shape: a post-op's src1, which oneDNN reads in the layout the
+    primitive writes (FPN's x + upsampled)."""
+    return any(
+        isinstance(step, Binary) and step.node is reader and step.other == tensor
+        and graph.type_of(tensor).shape == graph.type_of(reader.outputs[0]).shape
+        for step in group.steps
+    )
 
 
 def _in_place(graph: Graph, groups: tuple[Group, ...], flexible: set[str]) -> dict[str, str]:

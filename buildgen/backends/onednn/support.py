@@ -27,9 +27,9 @@ RESAMPLES = frozenset(("Resize", "Upsample"))
 
 
 def _float_reason(node: Node, graph: Graph) -> str | None:
-    # Resize's roi / scales / sizes, Split's sizes and ReduceMean's axes are constants read
-    # at codegen (Split's from its outputs' shapes), of any type; an RNN's sequence_lens is
-    # int32.
+    # Resize's roi / scales / sizes and Split's sizes are constants read at codegen (Split's
+    # from its outputs' shapes), of any type; ReduceMean's axes are not data at all (it is
+    # judged by its shapes); an RNN's sequence_lens is int32.
     names = [*node.inputs, *node.outputs]
     if node.op in RESAMPLES or node.op in ("Split", "ReduceMean"):
         names = [node.inputs[0], *node.outputs]
