@@ -38,6 +38,29 @@ static inline int bg_dnnl_impl_is(const_dnnl_primitive_desc_t pd, const char *ki
     return impl != NULL && strncmp(impl, kind, strlen(kind)) == 0;
 }
 
+/* oneDNN 3.x ranks its brgemm 1x1 convolution first on AVX2 CPUs. In a model, where a
+ * layer reads what the previous one has just written and its weights come from memory, its
+ * older jit_1x1 kernel is faster for float32 on AVX2 (Zen 3, ResNet-50's and SqueezeNet's
+ * 1x1 layers: 5-22% at 1 thread, 10-30% at 2; docs/performance.md): it is taken where oneDNN
+ * offers it for the same layouts and post-ops. AVX-512 CPUs rank other kernels first. */
+#define BG_DNNL_1X1_RANKED_FIRST "brgconv_1x1:avx2"
+#ifndef BG_DNNL_1X1_PREFERRED /* a test names a kernel oneDNN lacks: its first choice stays */
+#define BG_DNNL_1X1_PREFERRED "jit_1x1:avx2"
+#endif
+
+/* Moves `pd` on through oneDNN's ranked implementations to the one named `name`: 1 when
+ * found; 0 when not, and `pd` is then spent (past its last implementation). */
+static inline int bg_dnnl_move_to_impl(dnnl_primitive_desc_t pd, const char *name)
+{
+    while (dnnl_primitive_desc_next_impl(pd) == dnnl_success) {
+        const char *impl = NULL;
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success
+            && impl != NULL && strcmp(impl, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 typedef struct bg_dnnl_conv_spec {
     int src, dst;
     int ndims; /* of the weights: [O, I, k...], or [G, O/G, I/G, k...] when grouped */
@@ -69,6 +92,7 @@ static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dn
     if (s == dnnl_success && bias) s = bg_dnnl_plain_md(&bias_md, 1, &out_channels);
     /* Activations in the module's layout (a flexible input in the one its producer wrote),
      * unless only a reference kernel takes that: then in the layouts oneDNN picks. */
+    int prefer = 1; /* cleared once moving on to BG_DNNL_1X1_PREFERRED found no such kernel */
     for (int attempt = 0; attempt < 2 && s == dnnl_success; ++attempt) {
         if (src_md) dnnl_memory_desc_destroy(src_md);
         if (dst_md) dnnl_memory_desc_destroy(dst_md);
@@ -89,6 +113,12 @@ static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dn
             s = dnnl_convolution_forward_primitive_desc_create(
                 &pd, m->engine, dnnl_forward_inference, dnnl_convolution_auto, src_md, wei_md,
                 bias_md, dst_md, c->strides, c->dilates, c->pad_l, c->pad_r, x.attr);
+        if (s == dnnl_success && prefer && bg_dnnl_impl_is(pd, BG_DNNL_1X1_RANKED_FIRST)) {
+            if (bg_dnnl_move_to_impl(pd, BG_DNNL_1X1_PREFERRED)) break;
+            prefer = 0;
+            --attempt; /* pd is spent: the same attempt again, as oneDNN ranks it */
+            continue;
+        }
         if (s == dnnl_success && !bg_dnnl_impl_is(pd, "ref")) break;
     }
     if (s != dnnl_success) {

@@ -4,10 +4,13 @@ rest are slow."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from cpulib_build import build_cases, check_case, composite, source
+from cpulib_build import build_cases, check_case, composite, library, source
 from cpulib_cases import COMMON, ONEDNN_ONLY, QUICK, Case
 
 from buildgen.backends.libraries import ONEDNN_PIP, pip_onednn_prefix
@@ -80,3 +83,51 @@ def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
     folder = build_cases(tmp_path, LAYOUT_CASES, target)
     for case in LAYOUT_CASES:
         check_case(folder, case, "onednn")
+
+
+def _convolution_kernels(lib: Path) -> dict[str, str]:
+    """oneDNN's kernel for each convolution the library runs, by its problem (oneDNN's
+    verbose log of one call in a fresh process)."""
+    code = ("import numpy as np, sys; from buildgen import runtime; c = runtime.load(sys.argv[1]);"
+            "c(*[np.ones(i.shape, np.float32) for i in c.inputs])")
+    done = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True,
+                          env={**os.environ, "ONEDNN_VERBOSE": "1"}, check=True)
+    kernels, isa = {}, ""
+    for line in done.stdout.splitlines():
+        fields = line.split(",")
+        if fields[:3] == ["onednn_verbose", "info", "cpu"] and fields[3].startswith("isa:"):
+            isa = fields[3]
+        if "exec" in fields and "convolution" in fields:
+            at = fields.index("convolution")
+            kernels[fields[-2]] = fields[at + 1]
+    kernels["isa"] = isa
+    return kernels
+
+
+def test_a_1x1_convolution_takes_the_jit_1x1_kernel_on_avx2(quick: Path) -> None:
+    """oneDNN ranks brgconv_1x1 first on AVX2; its jit_1x1 kernel is faster in models there
+    (bg_onednn_ops.h). The 3x3 convolution keeps oneDNN's first choice."""
+    kernels = _convolution_kernels(library(quick / "build", "conv_block"))
+    if kernels.pop("isa") != "isa:Intel AVX2":
+        pytest.skip("oneDNN ranks other kernels first on this CPU (not AVX2 without AVX-512)")
+    one_by_one = [impl for problem, impl in kernels.items() if "kh1" in problem]
+    three_by_three = [impl for problem, impl in kernels.items() if "kh3" in problem]
+    assert one_by_one == ["jit_1x1:avx2"], kernels
+    assert three_by_three and three_by_three != ["jit_1x1:avx2"], kernels
+
+
+def test_a_1x1_convolution_keeps_onednns_choice_without_the_preferred_kernel(
+        tmp_path: Path) -> None:
+    """Moving on through oneDNN's kernels spends the primitive descriptor: when none is the
+    preferred one, the convolution is created again as oneDNN ranks it, and still agrees."""
+    _need_onednn()
+    case = next(c for c in QUICK_CASES if c.name == "conv_block")
+    target = composite("onednn", threads=1,
+                       cflags=['-DBG_DNNL_1X1_PREFERRED="no_such_kernel"'])
+    folder = build_cases(tmp_path, [case], target)
+    check_case(folder, case, "onednn")
+    kernels = _convolution_kernels(library(folder / "build", "conv_block"))
+    if kernels.pop("isa") != "isa:Intel AVX2":
+        pytest.skip("oneDNN ranks other kernels first on this CPU (not AVX2 without AVX-512)")
+    assert [impl for problem, impl in kernels.items() if "kh1" in problem] == \
+        ["brgconv_1x1:avx2"], kernels
