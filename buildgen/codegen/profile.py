@@ -11,7 +11,7 @@ header, with <MODEL>_PROFILE_REGIONS giving their count at compile time):
     uint64_t    <m>_profile_runs(const <m>_model *)  runs since create or reset
     void        <m>_profile_reset(<m>_model *)
 
-Modules that time their kernels too (a kind's rules `kernel_times`: the c host) export
+Modules that time their kernels too (a kind's rules `kernel_times`: the c host, onednn) export
 M__<kind>_kernel_times (buildgen_abi.h); the library lists their kernels one module after
 another, each label naming its region first:
 
@@ -47,7 +47,7 @@ static uint64_t profile_now(void) {
 
 def timed(target: ResolvedTarget) -> bool:
     """Whether the target's executor times its regions (the host's `profile`)."""
-    return bool(dict(target.instance(target.host_kind).attrs).get("profile"))
+    return target.profiled
 
 
 def kernel_timers(partition: Partition, timed: bool) -> tuple[str, ...]:

@@ -31,6 +31,9 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "buildgen_abi.h"
+#ifdef BG_DNNL_PROFILE
+#include "bg_onednn_profile.h"
+#endif
 
 #define BG_DNNL_MAX_ARGS 40
 
@@ -61,6 +64,9 @@ typedef struct bg_dnnl_step {
     dnnl_primitive_t primitive;
     int nargs;
     dnnl_exec_arg_t args[BG_DNNL_MAX_ARGS];
+#ifdef BG_DNNL_PROFILE
+    int timer; /* its index in the module's timers */
+#endif
 } bg_dnnl_step;
 
 typedef struct bg_dnnl_binding { dnnl_memory_t memory; int role, index; } bg_dnnl_binding;
@@ -72,6 +78,9 @@ typedef struct bg_dnnl_region {
     int nsteps, step_capacity;
     bg_dnnl_binding *bindings; /* memories over in[] / out[]: their handles are set per run */
     int nbindings, binding_capacity;
+#ifdef BG_DNNL_PROFILE
+    const char *id; /* "r3": its steps' labels start with it */
+#endif
 } bg_dnnl_region;
 
 typedef struct bg_dnnl_module {
@@ -91,6 +100,9 @@ typedef struct bg_dnnl_module {
     int nscratchpads, scratchpad_capacity;
     size_t scratchpad_bytes;
     void *scratchpad;
+#ifdef BG_DNNL_PROFILE
+    bg_dnnl_timers timers;
+#endif
 } bg_dnnl_module;
 
 static inline const char *bg_dnnl_status_name(dnnl_status_t s)
@@ -179,6 +191,10 @@ static inline int bg_dnnl_add_step(bg_dnnl_module *m, bg_dnnl_region *r, dnnl_pr
     step->primitive = primitive;
     step->nargs = nargs;
     memcpy(step->args, args, (size_t)nargs * sizeof *args);
+#ifdef BG_DNNL_PROFILE
+    step->timer = bg_dnnl_timer_add(&m->timers, r->id, what, primitive);
+    if (step->timer < 0) return bg_dnnl_fail(m->env, what, "out of memory");
+#endif
     return 0;
 }
 
@@ -294,6 +310,9 @@ static inline int bg_dnnl_module_init(bg_dnnl_module *m, bg_env *env, int thread
 
 static inline void bg_dnnl_module_free(bg_dnnl_module *m)
 {
+#ifdef BG_DNNL_PROFILE
+    bg_dnnl_timers_free(&m->timers);
+#endif
     for (int i = m->nprimitives - 1; i >= 0; --i) dnnl_primitive_destroy(m->primitives[i]);
     for (int i = m->nmemories - 1; i >= 0; --i) dnnl_memory_destroy(m->memories[i]);
     for (int i = 0; i < m->nregions; ++i) {
@@ -345,9 +364,16 @@ static inline int bg_dnnl_run(bg_dnnl_module *m, bg_dnnl_region *r, const void *
     }
     int previous = bg_dnnl_use_threads(m);
     dnnl_status_t status = dnnl_success;
-    for (int i = 0; i < r->nsteps && status == dnnl_success; ++i)
+    for (int i = 0; i < r->nsteps && status == dnnl_success; ++i) {
+#ifdef BG_DNNL_PROFILE
+        uint64_t start = bg_dnnl_clock(); /* CPU primitives are done when execute returns */
+#endif
         status = dnnl_primitive_execute(r->steps[i].primitive, m->stream, r->steps[i].nargs,
                                         r->steps[i].args);
+#ifdef BG_DNNL_PROFILE
+        m->timers.ns[r->steps[i].timer] += bg_dnnl_clock() - start;
+#endif
+    }
     if (status == dnnl_success) status = dnnl_stream_wait(m->stream);
     bg_dnnl_restore_threads(m, previous);
     if (status != dnnl_success) return bg_dnnl_fail(m->env, what, bg_dnnl_status_name(status));

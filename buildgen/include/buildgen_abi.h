@@ -57,7 +57,7 @@ typedef struct bg_env {
 } bg_env;
 
 /* Kernel times, in a library built with profile: true (the host's attribute), from the
- * modules of a kind whose rules say `kernel_times: true` (the c host). Such a module also
+ * modules of a kind whose rules say `kernel_times: true` (c, onednn). Such a module also
  * exports
  *
  *   bg_kernel_times M__B_kernel_times(const bg_env *env);

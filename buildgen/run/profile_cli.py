@@ -7,8 +7,9 @@ driver as `buildgen run`: one warm-up run, then N timed ones. Printed: one row p
 in run order (backend, nodes, the ops it holds, mean time per run, share), the time per
 backend, and the time outside every region (boundary copies, the executor); then the
 slowest kernels of the modules that time theirs (the c host's: each kernel with the ONNX
-nodes it runs). Written: a Chrome trace of one mean run (chrome://tracing,
-ui.perfetto.dev), regions laid end to end, each region's kernels inside it in run order.
+nodes it runs; oneDNN's: each step with the primitive and the kernel oneDNN picked).
+Written: a Chrome trace of one mean run (chrome://tracing, ui.perfetto.dev), regions laid
+end to end, each region's kernels inside it in run order.
 """
 
 from __future__ import annotations

@@ -169,8 +169,19 @@ class ResolvedTarget:
 
     def codegen_options(self, kind: str) -> dict[str, Any]:
         """What options/<kind>.json holds: only attributes that change `kind`'s generated
-        code, so a compile flag or another backend's option re-runs none of its codegen."""
-        return {k: _thaw(v) for k, v in self.instance(kind).keep(("partition", "codegen")).attrs}
+        code, so a compile flag or another backend's option re-runs none of its codegen.
+        A module that times its kernels (rules `kernel_times`) in a library built with the
+        host's `profile` is told so by `profile: true` in its options."""
+        options = {k: _thaw(v)
+                   for k, v in self.instance(kind).keep(("partition", "codegen")).attrs}
+        if kind != self.host_kind and get_kind(kind).kernel_times and self.profiled:
+            options["profile"] = True
+        return options
+
+    @property
+    def profiled(self) -> bool:
+        """Whether the library times its regions (the host's `profile`)."""
+        return bool(dict(self.host.attrs).get("profile"))
 
     def run_options(self, kind: str) -> dict[str, Any]:
         """Attributes that change how `kind`'s tools run, never what they produce."""

@@ -1,10 +1,11 @@
 """`profile: true` and `buildgen profile`, end to end on the committed cnn example built for
 the composite CPU target: the library times each region of its partition, the table has a
 row per region and the backend totals, the c host's regions list their kernels (each with
-the ONNX nodes it runs), the trace is Chrome's format with one event per region and its
-kernels nested inside it, an unprofiled build reads no clock and is refused by `buildgen
-profile` with the fix, and turning profile on re-runs the executor, the c module (which
-times its kernels) and the link, never an accelerator's compile."""
+the ONNX nodes it runs) and oneDNN's regions their steps (each with the kernel oneDNN
+picked), the trace is Chrome's format with one event per region and its kernels nested
+inside it, an unprofiled build reads no clock and is refused by `buildgen profile` with the
+fix, and turning profile on re-runs the executor, the modules that time their kernels (c
+and onednn) and the link."""
 
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ def test_an_unprofiled_library_reads_no_clock_and_profile_says_how_to_turn_it_on
     err = capfd.readouterr().err
     assert "not built with profile: true" in err and "{kind: c, profile: true}" in err
     assert "profile_now" not in (_lib(project) / "src" / "model.c").read_text()
+    assert "BG_DNNL_PROFILE" not in (_lib(project) / "src" / "onednn.c").read_text()
     assert "profile_count" not in (_lib(project) / "include" / "cnn.h").read_text()
 
 
@@ -72,10 +74,11 @@ def test_profile_times_every_region_and_writes_a_trace(project: Path, capfd):
     (project / "BUILD.yaml").write_text(_manifest(profile=True))
     assert main(["-C", str(project), "build"]) == 0
     ran = _ran_actions(project, capfd.readouterr().out)
-    # The executor and the c module (its kernels are timed) re-run; oneDNN's module does not.
+    # The executor and the modules that time their kernels (c and onednn) re-run; the
+    # host-only target's onednn options are not there to change.
     assert any(a.startswith("EXECUTOR") for a in ran), ran
     assert any(re.match(r"CC cnn/cpu c\b", a) for a in ran), ran
-    assert not any(re.match(r"CC cnn/cpu onednn", a) for a in ran), ran
+    assert any(re.match(r"CC cnn/cpu onednn", a) for a in ran), ran
 
     trace = project / "trace.json"
     assert main(["-C", str(project), "profile", "cnn", "--runs", "5",
@@ -127,6 +130,22 @@ def test_the_c_host_lists_its_kernels_inside_their_regions(project: Path, capfd)
     assert {k["args"]["region"] for k in kernels} == {r["id"] for r in regions}
     assert all(span["ts"] - 1e-3 <= k["ts"] and k["ts"] + k["dur"] <= span["ts"]
                + span["dur"] + 1e-3 for k in kernels), (span, kernels)
+
+def test_onednn_regions_list_each_step_with_the_kernel_onednn_picked(project: Path, capfd):
+    assert main(["-C", str(project), "profile", "cnn", "--runs", "3", "--top", "0"]) == 0
+    printed = capfd.readouterr().out
+    regions = json.loads((_lib(project) / "partition.json").read_text())["regions"]
+    onednn = {r["id"] for r in regions if r["target"] == "onednn"}
+    # "r0  k0 Conv 'conv1': convolution brgconv:avx2": the group, then oneDNN's primitive and
+    # its implementation (a reorder between layouts is a step of its group too).
+    steps = re.findall(r"^\s*\d+\.\d+\s+\S+\s+(r\d+)\s+k\d+ (\w+) '[^']*': (\w+) (\S+)$",
+                       printed, re.M)
+    assert {region for region, *_ in steps} == onednn, printed
+    assert ("Conv", "convolution") in {(op, primitive) for _, op, primitive, _ in steps}, printed
+    assert all(impl != "?" for *_, impl in steps), printed
+    source = (_lib(project) / "src" / "onednn.c").read_text()
+    assert "#define BG_DNNL_PROFILE 1" in source and "cnn__onednn_kernel_times" in source
+
 
 def test_the_c_api_reports_what_the_runs_took(project: Path):
     """Through the Python runtime, on the c host's library: counts grow with runs, reset

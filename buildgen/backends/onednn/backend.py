@@ -54,7 +54,7 @@ def settings_of(options: Mapping[str, object]) -> Settings:
     if layout not in LAYOUTS:
         known = ", ".join(LAYOUTS)
         raise error(f"onednn: unknown activation_layout {layout!r}; known: {known}")
-    return Settings(threads, fpmath, layout)
+    return Settings(threads, fpmath, layout, timed=bool(options.get("profile", False)))
 
 
 class OneDNNBackend:

@@ -4,7 +4,8 @@ Layout: a header comment (model, source, threads, regions, scratch), the include
 constant arrays of folded BatchNormalizations, then per region its tensor table (an enum
 naming each tensor and a bg_dnnl_tensor_spec array saying where it lives), the function
 that builds its primitives at create (one commented block per group) and the exported
-region function, which runs them. Last: M__onednn_scratch_bytes, _create and _destroy.
+region function, which runs them. Last: M__onednn_scratch_bytes, _create and _destroy,
+and with the host's `profile`, M__onednn_kernel_times (bg_onednn_profile.h).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Settings:
     threads: int  # 0 = OpenMP's own setting
     fpmath: str  # a key of FPMATH
     layout: str = "channels_last"  # a key of LAYOUTS: how convolutions lay out activations
+    timed: bool = False  # the host's profile: every step of a run is timed
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ def _where(entry: TensorEntry) -> str:
     return f"scratch + {entry.offset}, {entry.bytes} bytes, {layout}"
 
 
-def _region(model: str, graph: Graph, lowered: LoweredRegion, position: int) -> list[str]:
+def _region(model: str, graph: Graph, lowered: LoweredRegion, position: int,
+            timed: bool) -> list[str]:
     layout, rid = lowered.layout, lowered.region.id
     enum = [f"    {e.enum}, /* {comment(e.name)}{shape_text(e.shape)}: {_where(e)} */"
             for e in layout.tensors]
@@ -95,6 +98,7 @@ def _region(model: str, graph: Graph, lowered: LoweredRegion, position: int) -> 
         "",
         f"static int create_{rid}(bg_dnnl_module *m, bg_dnnl_region *r)",
         "{",
+        *([f'    r->id = "{rid}"; /* the labels of its timed steps */'] if timed else []),
         f"    if (bg_dnnl_region_init(m, r, {rid}_tensors, {len(layout.tensors)}) != 0) return -1;",
     ]
     for block in lowered.blocks:
@@ -162,6 +166,11 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
         f" * Arena: {scratch} bytes for tensors inside regions; weights in the primitives'",
         " * layouts, reorder temporaries and the shared scratchpad are allocated at create.",
         " */",
+        *(["#ifndef _GNU_SOURCE /* clock_gettime, before any include */",
+           "#define _GNU_SOURCE",
+           "#endif",
+           "#define BG_DNNL_PROFILE 1 /* profile: true: every step of a run is timed */"]
+          if settings.timed else []),
         "#include <math.h>  /* INFINITY, NAN: a post-op's bounds (a Clip with one side open) */",
         "#include <stdlib.h>",
         "",
@@ -178,7 +187,7 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
     if body:
         body.append("")
     for position, lowered in enumerate(regions):
-        body += _region(model, graph, lowered, position)
+        body += _region(model, graph, lowered, position, settings.timed)
     tail = [
         f"const size_t {model}__onednn_scratch_bytes = {scratch};",
         "",
@@ -192,8 +201,22 @@ def render_module(model: str, graph: Graph, regions: Sequence[LoweredRegion],
         "    free(m);",
         "    env->state = NULL;",
         "}",
+        *(_kernel_times(model) if settings.timed else []),
     ]
     return "\n".join([*head, *body, *tail]) + "\n"
+
+
+def _kernel_times(model: str) -> list[str]:
+    return [
+        "",
+        "/* profile: true: every step of the module's runs, in run order (buildgen_abi.h). */",
+        f"bg_kernel_times {model}__onednn_kernel_times(const bg_env *env)",
+        "{",
+        "    const bg_dnnl_module *m = (const bg_dnnl_module *)env->state;",
+        "    const bg_kernel_times none = {0, NULL, NULL};",
+        "    return m ? bg_dnnl_kernel_times(&m->timers) : none;",
+        "}",
+    ]
 
 
 def _has_rnn(regions: Sequence[LoweredRegion]) -> bool:
