@@ -31,6 +31,17 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "buildgen_abi.h"
+
+/* oneDNN's name for the code that implements `pd` ("brgconv:avx2", "ref:any"); "" when
+ * it does not say. */
+static inline const char *bg_dnnl_impl_name(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return "";
+    return impl != NULL ? impl : "";
+}
+
 #ifdef BG_DNNL_PROFILE
 #include "bg_onednn_profile.h"
 #endif

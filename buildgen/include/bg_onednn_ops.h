@@ -33,9 +33,7 @@ static inline dnnl_status_t bg_dnnl_matrix_md(dnnl_memory_desc_t *md, int ndims,
 /* Whether oneDNN implements `pd` with the code whose name starts with `kind` ("ref", "jit"). */
 static inline int bg_dnnl_impl_is(const_dnnl_primitive_desc_t pd, const char *kind)
 {
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
-    return impl != NULL && strncmp(impl, kind, strlen(kind)) == 0;
+    return strncmp(bg_dnnl_impl_name(pd), kind, strlen(kind)) == 0;
 }
 
 /* oneDNN 3.x ranks its brgemm 1x1 convolution first on AVX2 CPUs. In a model, where a
@@ -52,12 +50,8 @@ static inline int bg_dnnl_impl_is(const_dnnl_primitive_desc_t pd, const char *ki
  * found; 0 when not, and `pd` is then spent (past its last implementation). */
 static inline int bg_dnnl_move_to_impl(dnnl_primitive_desc_t pd, const char *name)
 {
-    while (dnnl_primitive_desc_next_impl(pd) == dnnl_success) {
-        const char *impl = NULL;
-        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success
-            && impl != NULL && strcmp(impl, name) == 0)
-            return 1;
-    }
+    while (dnnl_primitive_desc_next_impl(pd) == dnnl_success)
+        if (strcmp(bg_dnnl_impl_name(pd), name) == 0) return 1;
     return 0;
 }
 
@@ -73,6 +67,29 @@ typedef struct bg_dnnl_conv_spec {
     int spatial;
     dnnl_dims_t strides, dilates, pad_l, pad_r; /* per spatial dim; dilates count from 0 */
 } bg_dnnl_conv_spec;
+
+/* The convolution's descriptor for these layouts: oneDNN's first choice, or
+ * BG_DNNL_1X1_PREFERRED where that is BG_DNNL_1X1_RANKED_FIRST and oneDNN offers it. */
+static inline dnnl_status_t bg_dnnl_conv_pd(dnnl_primitive_desc_t *pd, bg_dnnl_module *m,
+                                            const bg_dnnl_conv_spec *c,
+                                            const_dnnl_memory_desc_t src_md,
+                                            const_dnnl_memory_desc_t wei_md,
+                                            const_dnnl_memory_desc_t bias_md,
+                                            const_dnnl_memory_desc_t dst_md,
+                                            const_dnnl_primitive_attr_t attr)
+{
+    for (int prefer = 1;; prefer = 0) {
+        dnnl_status_t s = dnnl_convolution_forward_primitive_desc_create(
+            pd, m->engine, dnnl_forward_inference, dnnl_convolution_auto, src_md, wei_md,
+            bias_md, dst_md, c->strides, c->dilates, c->pad_l, c->pad_r, attr);
+        if (s != dnnl_success || !prefer || !bg_dnnl_impl_is(*pd, BG_DNNL_1X1_RANKED_FIRST)
+            || bg_dnnl_move_to_impl(*pd, BG_DNNL_1X1_PREFERRED))
+            return s;
+        /* Not offered, and the walk spent *pd (a clone cannot walk): created again as ranked. */
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+    }
+}
 
 static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dnnl_conv_spec *c,
                         const bg_dnnl_post *posts, int nposts, const char *what)
@@ -92,7 +109,6 @@ static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dn
     if (s == dnnl_success && bias) s = bg_dnnl_plain_md(&bias_md, 1, &out_channels);
     /* Activations in the module's layout (a flexible input in the one its producer wrote),
      * unless only a reference kernel takes that: then in the layouts oneDNN picks. */
-    int prefer = 1; /* cleared once moving on to BG_DNNL_1X1_PREFERRED found no such kernel */
     for (int attempt = 0; attempt < 2 && s == dnnl_success; ++attempt) {
         if (src_md) dnnl_memory_desc_destroy(src_md);
         if (dst_md) dnnl_memory_desc_destroy(dst_md);
@@ -109,16 +125,7 @@ static inline int bg_dnnl_conv(bg_dnnl_module *m, bg_dnnl_region *r, const bg_dn
             s = bg_dnnl_activation_md(m, &dst_md, dst->spec->ndims, dst->spec->dims);
         if (pd) dnnl_primitive_desc_destroy(pd);
         pd = NULL;
-        if (s == dnnl_success)
-            s = dnnl_convolution_forward_primitive_desc_create(
-                &pd, m->engine, dnnl_forward_inference, dnnl_convolution_auto, src_md, wei_md,
-                bias_md, dst_md, c->strides, c->dilates, c->pad_l, c->pad_r, x.attr);
-        if (s == dnnl_success && prefer && bg_dnnl_impl_is(pd, BG_DNNL_1X1_RANKED_FIRST)) {
-            if (bg_dnnl_move_to_impl(pd, BG_DNNL_1X1_PREFERRED)) break;
-            prefer = 0;
-            --attempt; /* pd is spent: the same attempt again, as oneDNN ranks it */
-            continue;
-        }
+        if (s == dnnl_success) s = bg_dnnl_conv_pd(&pd, m, c, src_md, wei_md, bias_md, dst_md, x.attr);
         if (s == dnnl_success && !bg_dnnl_impl_is(pd, "ref")) break;
     }
     if (s != dnnl_success) {

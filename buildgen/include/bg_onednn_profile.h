@@ -54,13 +54,13 @@ static inline int bg_dnnl_timer_add(bg_dnnl_timers *t, const char *region, const
     const char *impl = "?";
     dnnl_primitive_kind_t kind = dnnl_undefined_primitive;
     if (dnnl_primitive_get_primitive_desc(primitive, &pd) == dnnl_success) {
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        impl = bg_dnnl_impl_name(pd);
         dnnl_primitive_desc_query(pd, dnnl_query_primitive_kind, 0, &kind);
     }
     char *label = (char *)malloc(BG_DNNL_LABEL_BYTES);
     if (label == NULL) return -1;
     snprintf(label, BG_DNNL_LABEL_BYTES, "%s %s: %s %s", region, what, dnnl_prim_kind2str(kind),
-             impl ? impl : "?");
+             impl);
     for (unsigned char *c = (unsigned char *)label; *c; ++c) /* printable ASCII (the ABI's) */
         if (*c < 0x20 || *c > 0x7e) *c = '?';
     t->labels[t->count] = label;
