@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "target's GPU")
     parser.add_argument("--backend", metavar="KIND",
                         help="measure one backend's own choices on this machine's device "
-                             "instead: cutlass (CUTLASS instantiations and split-K factors) "
-                             "or cudnn (convolution algorithms); see "
+                             "instead: cutlass (CUTLASS instantiations and split-K factors), "
+                             "cudnn (convolution algorithms) or onednn (the activation "
+                             "layout, for activation_layout: auto); see "
                              "buildgen/partition/tune/backend_cli.py")
 
 

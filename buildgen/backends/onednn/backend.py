@@ -26,6 +26,7 @@ from buildgen.backends.onednn.module import (
     render_module,
 )
 from buildgen.backends.onednn.support import RULES
+from buildgen.backends.onednn.tuned_layout import AUTO, DEFAULT, TunedLayout, tuned_layout
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
 from buildgen.partition.model import Partition
@@ -33,6 +34,7 @@ from buildgen.partition.model import Partition
 if TYPE_CHECKING:
     import numpy as np
 
+    from buildgen.partition.cost.records import Records
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,24 @@ class ScratchSummary:
     unshared_bytes: int
 
 
-def settings_of(options: Mapping[str, object]) -> Settings:
+def settings_of(options: Mapping[str, object], tuned: TunedLayout | None = None) -> Settings:
+    """The module's settings; `tuned`: what tuning records chose for `activation_layout:
+    auto` (None: no records for this module, so the default layout)."""
     threads = options.get("threads", 1)
     fpmath = str(options.get("fpmath_mode", "strict"))
-    layout = str(options.get("activation_layout", "channels_last"))
+    layout = str(options.get("activation_layout", AUTO))
     assert isinstance(threads, int)
     if fpmath not in FPMATH:
         raise error(f"onednn: unknown fpmath_mode {fpmath!r}; known: {', '.join(FPMATH)}")
-    if layout not in LAYOUTS:
-        known = ", ".join(LAYOUTS)
+    if layout not in (*LAYOUTS, AUTO):
+        known = ", ".join((*LAYOUTS, AUTO))
         raise error(f"onednn: unknown activation_layout {layout!r}; known: {known}")
-    return Settings(threads, fpmath, layout, timed=bool(options.get("profile", False)))
+    origin = "set on the target"
+    if layout == AUTO:
+        layout = tuned.layout if tuned else DEFAULT
+        origin = tuned.describe() if tuned else "auto, no tuning records for this module"
+    return Settings(threads, fpmath, layout, timed=bool(options.get("profile", False)),
+                    layout_origin=origin)
 
 
 class OneDNNBackend:
@@ -85,9 +94,12 @@ class OneDNNBackend:
         partition: Partition,
         options: Mapping[str, object],
         weights: Mapping[str, np.ndarray] | None = None,
+        records: Records | None = None,
     ) -> GeneratedSource:
+        """The module; `records` (`buildgen tune --backend onednn`) choose the layout of
+        `activation_layout: auto` (buildgen.backends.onednn.tuned_layout)."""
         require_c_identifier(model)
-        settings = settings_of(options)
+        settings = settings_of(options, tuned_layout(graph, partition, options, records))
         regions = self.lower(graph, partition, weights, settings)
         text = render_module(model, graph, regions, settings)
         return GeneratedSource("onednn.c", "c", text)

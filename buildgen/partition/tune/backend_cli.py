@@ -1,7 +1,8 @@
 """`buildgen tune --backend KIND`: measure one backend's own choices on this machine.
 
 Some backends choose among variants of a call at codegen (CUTLASS instantiations and split-K
-factors, cuDNN convolution algorithms) and read those choices from tuning records. Their
+factors, cuDNN convolution algorithms, oneDNN's activation layout) and read those choices
+from tuning records. Their
 kind's rules name a tuner (`tuning: {tuner: module:Class}`): for each selected model and
 target holding the kind's regions it lists what to measure and measures it, and the results
 merge into the records file, which later builds anywhere (CI without a GPU) read through
@@ -79,7 +80,13 @@ def profiler_runner(build_dir: Path, target: ResolvedTarget, kind: str, here: bo
     """Where the profilers run, and what the records say measured them: with an executor
     configured (and no --here), on its workers with the GPU the target names."""
     from buildgen.cache.settings import load_settings
+    from buildgen.targets import get_kind
+    from buildgen.targets.kinds import HOST_DEVICE
 
+    if get_kind(kind).device == HOST_DEVICE:  # timed on this CPU, which builds (onednn)
+        from buildgen.partition.tune.measure import machine
+
+        return run_here, machine()
     executor = None if here else load_settings(build_dir).executor
     if executor is None:
         return run_here, gpu_name()

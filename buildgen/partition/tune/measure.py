@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,7 +30,7 @@ class Timing:
     runs: int  # calls measured
 
 
-def _inputs(model: CompiledModel, seed: int = 0) -> list[np.ndarray]:
+def inputs_for(model: CompiledModel, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
     for info in model.inputs:
@@ -43,7 +44,7 @@ def _inputs(model: CompiledModel, seed: int = 0) -> list[np.ndarray]:
 def time_library(path: Path, model: str, min_seconds: float = 0.02) -> Timing:
     compiled = CompiledModel(path, model)
     try:
-        arrays = _inputs(compiled)
+        arrays = inputs_for(compiled)
         for _ in range(3):
             compiled(*arrays)
         start = time.perf_counter()
@@ -59,6 +60,34 @@ def time_library(path: Path, model: str, min_seconds: float = 0.02) -> Timing:
         return Timing(min(samples), calls * BATCHES)
     finally:
         compiled.close()
+
+
+def time_alternating(libraries: Mapping[str, Path], model: str, rounds: int,
+                     block_seconds: float) -> dict[str, Timing]:
+    """Each library's time per call, all loaded at once and called in turns, a block of
+    about `block_seconds` each, `rounds` times: drift on the machine reaches every library
+    alike. The fastest block stands for each (as in time_library)."""
+    compiled = {name: CompiledModel(path, model) for name, path in libraries.items()}
+    try:
+        arrays = inputs_for(next(iter(compiled.values())))
+        calls = {}
+        for name, run in compiled.items():
+            for _ in range(3):
+                run(*arrays)
+            start = time.perf_counter()
+            run(*arrays)
+            calls[name] = max(1, int(block_seconds / max(time.perf_counter() - start, 1e-7)))
+        best = dict.fromkeys(compiled, float("inf"))
+        for _ in range(rounds):
+            for name, run in compiled.items():
+                start = time.perf_counter()
+                for _ in range(calls[name]):
+                    run(*arrays)
+                best[name] = min(best[name], (time.perf_counter() - start) / calls[name])
+        return {name: Timing(best[name], calls[name] * rounds) for name in compiled}
+    finally:
+        for run in compiled.values():
+            run.close()
 
 
 @cache
