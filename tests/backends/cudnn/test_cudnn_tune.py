@@ -153,7 +153,7 @@ def test_tuning_is_declared_in_rules_and_the_codegen_action_reads_the_records(
     from buildgen.partition.tune.backend_cli import load_tuner, tunable_kinds
     from buildgen.targets import get_kind
 
-    assert tunable_kinds() == ["cudnn", "cutlass"]
+    assert tunable_kinds() == ["cudnn", "cutlass", "onednn"]
     assert isinstance(load_tuner("cudnn"), cudnn_tune.CudnnTuner)
     assert get_kind("cudnn").reads_records and not get_kind("cublas").reads_records
     with pytest.raises(BuildgenError, match="has no tuner"):
