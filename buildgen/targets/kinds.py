@@ -42,6 +42,12 @@ class Attribute:
     default: Any
     description: str
     affects: str  # one of AFFECTS
+    # Symbolic values a tuning record keys as the value they resolve to for a kernel
+    # measured alone (schema `x-key-as`): a new symbolic default keeps existing records.
+    key_as: tuple[tuple[Any, Any], ...] = ()
+
+    def key_value(self, value: Any) -> Any:
+        return dict(self.key_as).get(value, value) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,8 @@ class TargetKind:
     def attributes(self) -> tuple[Attribute, ...]:
         props = self.schema.get("properties", {})
         return tuple(
-            Attribute(name, spec.get("default"), spec.get("description", ""), spec["x-affects"])
+            Attribute(name, spec.get("default"), spec.get("description", ""), spec["x-affects"],
+                      tuple(sorted(spec.get("x-key-as", {}).items())))
             for name, spec in sorted(props.items())
             if name != "kind"
         )
@@ -292,6 +299,19 @@ def _valid(schema: dict[str, Any], document: object) -> bool:
     return bool(jsonschema.Draft202012Validator(schema).is_valid(document))
 
 
+def _key_as_problems(schema: dict[str, Any], name: str, spec: dict[str, Any],
+                     where: str) -> list[str]:
+    """`x-key-as` maps values of the attribute to other values of it."""
+    key_as = spec.get("x-key-as", {})
+    if not isinstance(key_as, dict):
+        return [f"{where}: attribute {name!r}: x-key-as must map values to values"]
+    return [
+        f"{where}: attribute {name!r}: x-key-as {value!r}: {keyed!r} is not a value of it"
+        for value, keyed in sorted(key_as.items())
+        if not (_valid(schema, {name: value}) and _valid(schema, {name: keyed}))
+    ]
+
+
 def _kind_problems(kind: TargetKind, stem: str, shipped: bool = False) -> list[str]:
     """What the meta-schema cannot say: the two files agree, every attribute is documented."""
     where, schema_where = str(kind.rules_file), str(kind.schema_file)
@@ -329,6 +349,7 @@ def _kind_problems(kind: TargetKind, stem: str, shipped: bool = False) -> list[s
             problems.append(
                 f"{schema_where}: attribute {name!r}: x-affects must be one of {', '.join(AFFECTS)}"
             )
+        problems += _key_as_problems(kind.schema, name, spec, schema_where)
         if not shipped and not _valid(kind.schema, {name: spec["default"]}):
             problems.append(f"{schema_where}: attribute {name!r}: its default is not valid")
     for rule in kind.inherit:

@@ -1,5 +1,6 @@
 """The cost policy: the cheapest cover by every backend's candidates, from tuning records."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ from partition_helpers import composite, graph, layout
 from buildgen.ir import Graph, Node
 from buildgen.partition import partition_graph
 from buildgen.partition.convexity import NodeGraph, region_cycle
-from buildgen.partition.cost.keys import key_text
+from buildgen.partition.cost.keys import backend_options, key_text
 from buildgen.partition.cost.policy import CostTable, cost_candidates
 from buildgen.partition.cost.records import Record, Records, load_records
 from buildgen.partition.cost.search import cheapest_cover
@@ -16,7 +17,7 @@ from buildgen.partition.pins import resolve_pins
 from buildgen.partition.pipeline import PartitionOptions
 from buildgen.partition.policy import PolicyInput
 from buildgen.partition.priority import partition_priority
-from buildgen.targets import ResolvedTarget
+from buildgen.targets import ResolvedTarget, parse_target
 
 US = 1e-6
 UNLISTED = 1000 * US  # a candidate the test gives no time to is never worth taking
@@ -167,3 +168,29 @@ def test_candidates_respect_pins_and_include_the_hosts_fused_chains(plugin):
     assert ("c", ("mm2", "add2")) in cands  # the host offers tgemm's chain as one kernel
     assert ("tgemm", ("mm1", "add1", "relu1")) in cands
     assert ("c", ("add1",)) not in cands
+
+
+@pytest.mark.parametrize(("layout", "keyed_as"), [
+    (None, "channels_last"), ("auto", "channels_last"), ("channels_last", "channels_last"),
+    ("any", "any"), ("plain", "plain"),
+])
+def test_a_symbolic_option_keys_as_what_it_resolves_to_for_one_kernel(layout, keyed_as):
+    """onednn's default `activation_layout: auto` runs a kernel measured alone channels-last,
+    so records measured before `auto` became the default keep matching."""
+    onednn = {"kind": "onednn"} if layout is None else {"kind": "onednn",
+                                                        "activation_layout": layout}
+    target = parse_target({"kind": "composite", "host": {"kind": "c"},
+                           "accelerators": [onednn]}, "t")
+    options = backend_options(target, "onednn")
+    assert options["activation_layout"] == keyed_as
+    assert "kind" not in options and "compiler_launcher" not in options  # affects: none
+
+
+def test_the_committed_records_match_the_default_onednn_target():
+    """examples/tuning/cpu.records.json was measured with the onednn defaults of its day."""
+    records = load_records(Path(__file__).parents[2] / "examples/tuning/cpu.records.json")
+    target = parse_target({"kind": "composite", "host": {"kind": "c", "march": "x86-64-v3"},
+                           "accelerators": ["onednn"]}, "t")
+    options = backend_options(target, "onednn")
+    keyed = [json.loads(k)["options"] for k in records.by_key if '"backend":"onednn"' in k]
+    assert keyed and all(o == options for o in keyed), (keyed[0], options)

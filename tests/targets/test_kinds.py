@@ -181,6 +181,11 @@ def test_a_kind_name_must_be_a_c_identifier(tmp_path):
         (_schema(cc={"type": ["string", "null"], "default": None, "x-affects": "compile",
                      "description": "d"}),
          "toolchain uses 'level', which is not an attribute"),
+        (_schema(cc={"type": ["string", "null"], "default": None, "x-affects": "compile",
+                     "description": "d"},
+                 level={"type": "integer", "default": 2, "x-affects": "compile",
+                        "description": "d", "x-key-as": {"2": 3}}),
+         "attribute 'level': x-key-as '2': 3 is not a value of it"),
     ],
 )
 def test_schema_mistakes_are_reported(tmp_path, schema, message):

@@ -40,11 +40,17 @@ def _tensor(graph: Graph, name: str) -> list[Any]:
 
 
 def backend_options(target: ResolvedTarget, kind: str) -> dict[str, Any]:
-    """The attributes of `kind` in `target` that can change what runs: all but `none` ones.
-    Needs the full target (target.json), not the partition's view of it."""
-    affects = {a.name: a.affects for a in get_kind(kind).attributes}
+    """The attributes of `kind` in `target` that can change what runs: all but `none` ones,
+    a symbolic value as what it resolves to for one kernel (`x-key-as`: onednn's
+    `activation_layout: auto` keys as channels_last, so records measured before `auto`
+    became the default still match). Needs the full target (target.json), not the
+    partition's view of it."""
+    attributes = {a.name: a for a in get_kind(kind).attributes}
     attrs = target.instance(kind).as_dict()
-    return {k: v for k, v in sorted(attrs.items()) if k != "kind" and affects.get(k) != "none"}
+    return {
+        k: attributes[k].key_value(v) for k, v in sorted(attrs.items())
+        if k in attributes and attributes[k].affects != "none"
+    }
 
 
 def kernel_key(
