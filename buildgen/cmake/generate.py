@@ -28,6 +28,7 @@ from buildgen.errors import BuildgenError, Diagnostic
 from buildgen.fsutil import write_if_changed
 from buildgen.manifest import Manifest, ModelSpec, load_manifest
 from buildgen.ninja.actions import plan_build
+from buildgen.ninja.awaited_records import without_awaited_records
 from buildgen.ninja.context import current_context
 from buildgen.ninja.genfiles import gen_files
 from buildgen.targets import ResolvedTarget, is_known_target, pool_depths, resolve_targets
@@ -69,6 +70,7 @@ def generate_cmake(
     check_architectures(manifest, used, project)
     out_dir = Path(os.path.abspath(build_dir or manifest.build_dir))
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(used.values()))
+    chosen, ctx = without_awaited_records(chosen, ctx)
     files = gen_files(chosen, used)
     plan = plan_build(chosen, used, ctx, tuple(files))
     fragment = fragment_from_plan(plan, chosen, ctx)

@@ -21,6 +21,7 @@ from buildgen.fsutil import write_atomic, write_if_changed
 from buildgen.manifest import Manifest, load_manifest
 from buildgen.manifest.sourcemap import sort_diagnostics
 from buildgen.ninja.actions import plan_build
+from buildgen.ninja.awaited_records import without_awaited_records
 from buildgen.ninja.build_dir import checked_build_dir
 from buildgen.ninja.context import InstallationProbe, current_context, start_probing
 from buildgen.ninja.dyndep import write_missing_dyndeps
@@ -84,7 +85,8 @@ def _generate(manifest_path: Path, build_dir: Path | None, probe: InstallationPr
                                 manifest.root)
     ctx = current_context(manifest.path, manifest.root, out_dir, pool_depths(targets.values()),
                           probe)
-    files = gen_files(manifest.models, targets)
+    models, ctx = without_awaited_records(manifest.models, ctx)
+    files = gen_files(models, targets)
     # The cache's settings go to a file the actions read, never into build.ninja.
     files[SETTINGS_FILE] = settings_file_text(manifest.cache, manifest.remote)
     try:
@@ -101,7 +103,7 @@ def _generate(manifest_path: Path, build_dir: Path | None, probe: InstallationPr
     if client is not None:  # an output of gen: ninja runs gen again if it goes missing
         ctx = dataclasses.replace(ctx, native_client=client)
         gen_outputs += (client,)
-    plan = plan_build(manifest.models, targets, ctx, gen_outputs, cached=cached)
+    plan = plan_build(models, targets, ctx, gen_outputs, cached=cached)
     files[BUILD_NINJA] = emit(plan, ctx.version)
     changed = _write_files(out_dir, files, programs)
     write_missing_dyndeps(out_dir, plan)

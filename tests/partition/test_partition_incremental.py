@@ -40,3 +40,27 @@ def test_cost_partition_reruns_on_new_records_and_on_options(plugin, tmp_path, c
     # Every option is part of a record's key, so a compile flag re-runs the cost policy.
     manifest.write_text(manifest.read_text().replace("opt_level: 1", "opt_level: 2"))
     assert "PARTITION blocks/fast" in _rebuild(manifest, capfd)
+
+
+def test_records_named_before_they_exist_build_and_are_read_once_written(
+    plugin, tmp_path, capfd
+):
+    """A manifest may name the records `buildgen tune` will write: until then the model has
+    no records, and the file appearing re-runs gen (watching the nearest folder) and the
+    partition, once."""
+    manifest = _project(tmp_path, partition="{policy: cost, records: tuning/cpu.records.json}")
+    out = _rebuild(manifest, capfd)
+    assert "PARTITION blocks/fast" in out and "LINK" in out
+    assert "GEN" not in (out := _rebuild(manifest, capfd)) and "PARTITION" not in out
+    records = tmp_path / "tuning" / "cpu.records.json"
+    records.parent.mkdir()
+    out = _rebuild(manifest, capfd)
+    assert "GEN" in out and "PARTITION" not in out  # now watching tuning/
+    records.write_text('{"format": "buildgen-tuning-records", "version": 1, "records": [\n]}\n')
+    out = _rebuild(manifest, capfd)
+    assert "PARTITION blocks/fast" in out and "IMPORT" not in out and "LINK" not in out
+    assert "PARTITION" not in _rebuild(manifest, capfd)
+    build_ninja = (tmp_path / "build" / "build.ninja").read_text()
+    assert "--records ../tuning/cpu.records.json" in build_ninja
+    records.write_text(records.read_text() + "\n")  # from now on, an input like any other
+    assert "PARTITION blocks/fast" in _rebuild(manifest, capfd)
