@@ -57,6 +57,12 @@ class Backend(Protocol):
 
         The module follows buildgen_abi.h: for model M and backend B it defines
         M__B_scratch_bytes, M__B_create, M__B_destroy and one M__B_<region id> per region.
+
+        A backend may define `plan_summary(graph, partition, options, weights)` (taking
+        `records=` too when it reads them), the memory its module plans, for report.json.
+        A backend that makes a choice for the whole module (onednn's activation layout) may
+        also define `module_notes(graph, partition, options, records) -> tuple[str, ...]`,
+        saying what it chose and why, for `buildgen explain`.
         """
         ...
 

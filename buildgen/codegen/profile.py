@@ -28,12 +28,8 @@ and <m>_profile_reset clears their counters as well.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from buildgen.partition.model import Partition
-
-if TYPE_CHECKING:
-    from buildgen.targets import ResolvedTarget
 
 # Seconds from a CLOCK_MONOTONIC reading: model.c defines _POSIX_C_SOURCE for clock_gettime.
 _CLOCK = """\
@@ -43,11 +39,6 @@ static uint64_t profile_now(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 """
-
-
-def timed(target: ResolvedTarget) -> bool:
-    """Whether the target's executor times its regions (the host's `profile`)."""
-    return target.profiled
 
 
 def kernel_timers(partition: Partition, timed: bool) -> tuple[str, ...]:

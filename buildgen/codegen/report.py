@@ -15,6 +15,7 @@ from buildgen.codegen.executor import boundary_bytes, device_boundary_bytes
 from buildgen.codegen.isa import ONE_ISA, IsaPlan
 from buildgen.codegen.markdown import code, plain
 from buildgen.ir import Graph, Value
+from buildgen.partition.cost.records import Records
 from buildgen.partition.model import Partition
 from buildgen.targets import ResolvedTarget, get_kind
 from buildgen.targets.kinds import HOST_DEVICE
@@ -23,24 +24,27 @@ REPORT_FORMAT = 1
 
 
 def _summaries(graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray],
-               device: bool = False) -> list[Any]:
-    """The memory summaries of the backends that have one, host or device ones."""
-    found = []
+               options: Mapping[str, Mapping[str, object]], records: Records | None,
+               ) -> dict[str, Any]:
+    """The memory summary of each backend that has one (kind -> summary), planned with the
+    options (kind -> its options file), and for a kind that reads them the tuning records,
+    that its codegen gets."""
+    found = {}
     for kind in partition.backends:
-        if (get_kind(kind).device != HOST_DEVICE) != device:
-            continue
         summary = getattr(get_backend(kind), "plan_summary", None)
-        if summary is not None:
-            found.append(summary(graph, partition, weights))
+        if summary is None:
+            continue
+        tuned = {"records": records} if records is not None and get_kind(kind).reads_records \
+            else {}
+        found[kind] = summary(graph, partition, options.get(kind, {}), weights, **tuned)
     return found
 
 
-def _scratch_bytes(
-    graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray], device: bool = False
-) -> int:
+def _scratch_bytes(summaries: Mapping[str, Any], device: bool = False) -> int:
     """Backends share one scratch area (regions run one at a time): the largest need wins.
     Host backends share the host arena's, device backends the device arena's."""
-    return max([0, *(s.scratch_bytes for s in _summaries(graph, partition, weights, device))])
+    return max([0, *(s.scratch_bytes for kind, s in summaries.items()
+                     if (get_kind(kind).device != HOST_DEVICE) == device)])
 
 
 def _cpu_isa(isa: IsaPlan) -> dict[str, Any]:
@@ -64,13 +68,19 @@ def build_report(
     partition: Partition,
     weights: Mapping[str, np.ndarray],
     isa: IsaPlan = ONE_ISA,
+    options: Mapping[str, Mapping[str, object]] | None = None,
+    records: Records | None = None,
 ) -> dict[str, Any]:
-    arena = boundary_bytes(graph, partition) + _scratch_bytes(graph, partition, weights)
-    packed = sum(getattr(s, "packed_bytes", 0) for s in _summaries(graph, partition, weights))
+    """`options` (kind -> its options file) and `records` (the model's tuning records): what
+    the backends' codegen reads, so that memory is planned as they plan it."""
+    summaries = _summaries(graph, partition, weights, options or {}, records)
+    arena = boundary_bytes(graph, partition) + _scratch_bytes(summaries)
+    packed = sum(getattr(s, "packed_bytes", 0) for kind, s in summaries.items()
+                 if get_kind(kind).device == HOST_DEVICE)
     device: dict[str, Any] = {}
     if any(get_kind(r.target).device != HOST_DEVICE for r in partition.regions):
         device["device_arena_bytes"] = device_boundary_bytes(graph, partition) + _scratch_bytes(
-            graph, partition, weights, device=True)
+            summaries, device=True)
         device["transfers"] = [
             {"tensor": t.tensor, "from": t.source, "to": t.dest, "before": t.before,
              "bytes": graph.type_of(t.tensor).nbytes}
@@ -171,6 +181,8 @@ def write_report(
     partition: Partition,
     weights: Mapping[str, np.ndarray],
     isa: IsaPlan = ONE_ISA,
+    options: Mapping[str, Mapping[str, object]] | None = None,
+    records: Records | None = None,
 ) -> tuple[str, str]:
-    report = build_report(model, target, graph, partition, weights, isa)
+    report = build_report(model, target, graph, partition, weights, isa, options, records)
     return json.dumps(report, sort_keys=True, indent=1) + "\n", _markdown(report)

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from buildgen.codegen.isa import isa_arguments, isa_plan
-from buildgen.codegen.profile import timed
 from buildgen.errors import BuildgenError
 from buildgen.manifest import ModelSpec
 from buildgen.ninja import rules
@@ -199,7 +198,7 @@ def _target_actions(
                 "--model", model.name, "--graph", graph.graph, "--partition", files.partition,
                 "--weights-path", graph.weights, "--source", files.executor_source,
                 "--header", files.header, "--asm", files.weights_asm, *shape.isa_args,
-                *(("--profile",) if timed(target) else ()),
+                *(("--profile",) if target.profiled else ()),
             )),),
         )
     )
@@ -216,11 +215,15 @@ def _target_actions(
     actions += _link_actions(shape, objects, files)
     # The report, like the partition, reads the code-affecting view of the target: it
     # describes what runs where and the memory it takes, which no compile flag changes.
+    # Each backend's options and the records: the memory a module plans follows its codegen.
+    records = _codegen_records(model, target.backends, ctx)
+    options = tuple(files.options(kind) for kind in target.backends)
     actions.append(
         Action(
             rule=rules.REPORT.name,
             outputs=(files.report_json, files.report_md),
-            inputs=(files.codegen_target_file, graph.graph, graph.constants, files.partition),
+            inputs=(files.codegen_target_file, graph.graph, graph.constants, files.partition,
+                    *options, *records),
             description=f"REPORT {files.label}",
             variables=(("args", (
                 "--model", model.name, "--target", files.codegen_target_file,
@@ -228,10 +231,21 @@ def _target_actions(
                 "--weights", graph.weights, "--partition", files.partition,
                 "--json", files.report_json, "--md", files.report_md,
                 "--depfile", f"{files.report_json}.d", *shape.isa_args,
+                *(word for path in options for word in ("--options", path)),
+                *(("--records", *records) if records else ()),
             )), ("dep", f"{files.report_json}.d")),
         )
     )
     return actions
+
+
+def _codegen_records(model: ModelSpec, kinds: Sequence[str], ctx: GenContext) -> tuple[str, ...]:
+    """The records file on the command line of a codegen (or report) action whose kinds read
+    it: tuning records choose kernels per shape or a module's layout (`buildgen tune`
+    writes them), so they are an input whatever the partition policy. Its path, or ()."""
+    if model.partition.records is None or not any(get_kind(k).reads_records for k in kinds):
+        return ()
+    return (ctx.path(model.partition.records),)
 
 
 def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFiles,
@@ -240,21 +254,17 @@ def _codegen_action(model: ModelSpec, backend: str, source: str, files: TargetFi
     # weight, if one is read, reaches the depfile.
     inputs: tuple[str, ...] = (graph.graph, graph.constants, files.partition,
                                files.options(backend))
+    records = _codegen_records(model, (backend,), ctx)
     args: tuple[str, ...] = (
         "--model", model.name, "--backend", backend, "--graph", graph.graph,
         "--constants", graph.constants, "--weights", graph.weights,
         "--partition", files.partition, "--options", files.options(backend), "--out", source,
-        "--depfile", f"{source}.d",
+        "--depfile", f"{source}.d", *(("--records", *records) if records else ()),
     )
-    # Tuning records choose kernels per shape (`buildgen tune` on a GPU writes them), so for
-    # a kind that reads them the records file is an input whatever the partition policy.
-    if get_kind(backend).reads_records and model.partition.records is not None:
-        records = ctx.path(model.partition.records)
-        inputs, args = (*inputs, records), (*args, "--records", records)
     return Action(
         rule=rules.CODEGEN.name,
         outputs=(source,),
-        inputs=inputs,
+        inputs=(*inputs, *records),
         description=f"CODEGEN {backend} {files.label}",
         variables=(("args", args), ("dep", f"{source}.d")),
     )

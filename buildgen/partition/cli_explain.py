@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from buildgen.partition.cost.records import model_records
     from buildgen.partition.explain import explain, render_text, to_json
 
     gen, pairs = prepare(args, "partition")
@@ -25,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     for pair in pairs:
         loaded = load(gen.build_dir, pair)
         assert loaded.partition is not None
-        expl = explain(loaded.graph, loaded.target, loaded.partition)
+        expl = explain(loaded.graph, loaded.target, loaded.partition,
+                       model_records(pair.model.partition.records))
         texts.append(render_text(expl))
         docs.append(to_json(expl))
     if args.json:

@@ -13,6 +13,7 @@ from typing import Any
 from buildgen.backends.registry import get_backend
 from buildgen.ir import Graph, Node
 from buildgen.partition.candidates import has_patterns
+from buildgen.partition.cost.records import Records
 from buildgen.partition.matcher import why_unmatched
 from buildgen.partition.model import Partition
 from buildgen.targets import ResolvedTarget, get_kind
@@ -43,6 +44,8 @@ class Explanation:
     backends: tuple[str, ...]  # the target's, in priority order
     regions: tuple[RegionNote, ...]
     final_copies: tuple[str, ...] = ()  # outputs copied back to the host after the last region
+    # (kind, note): what a backend's codegen chose for its whole module, and why
+    module_notes: tuple[tuple[str, str], ...] = ()
 
 
 def what_others_said(graph: Graph, node: Node, target: ResolvedTarget) -> tuple[
@@ -67,7 +70,23 @@ def _copies(graph: Graph, partition: Partition, before: str) -> tuple[str, ...]:
     )
 
 
-def explain(graph: Graph, target: ResolvedTarget, partition: Partition) -> Explanation:
+def _module_notes(graph: Graph, target: ResolvedTarget, partition: Partition,
+                  records: Records | None) -> tuple[tuple[str, str], ...]:
+    """Each backend's choices for its module, from the options and (for a kind whose codegen
+    reads them) the tuning records its codegen gets."""
+    notes = []
+    for kind in partition.backends:
+        say = getattr(get_backend(kind), "module_notes", None)
+        if say is not None:
+            read = records if get_kind(kind).reads_records else None
+            notes += [(kind, note)
+                      for note in say(graph, partition, target.codegen_options(kind), read)]
+    return tuple(notes)
+
+
+def explain(graph: Graph, target: ResolvedTarget, partition: Partition,
+            records: Records | None = None) -> Explanation:
+    """`records`: the model's tuning records, when it names a file that exists."""
     regions = []
     for region in partition.regions:
         on_host = region.target == target.host_kind
@@ -80,7 +99,8 @@ def explain(graph: Graph, target: ResolvedTarget, partition: Partition) -> Expla
                                   region.reason, region.pattern, nodes,
                                   _copies(graph, partition, region.id)))
     return Explanation(partition.model, partition.target, target.backends, tuple(regions),
-                       _copies(graph, partition, ""))
+                       _copies(graph, partition, ""),
+                       _module_notes(graph, target, partition, records))
 
 
 def render_text(expl: Explanation) -> str:
@@ -104,6 +124,9 @@ def render_text(expl: Explanation) -> str:
     if expl.final_copies:
         lines += ["", "after the last region:"]
         lines += [f"    copied out: {c}" for c in expl.final_copies]
+    if expl.module_notes:
+        lines += ["", "module choices:"]
+        lines += [f"    {kind}: {note}" for kind, note in expl.module_notes]
     return "\n".join(lines) + "\n"
 
 
@@ -123,4 +146,5 @@ def to_json(expl: Explanation) -> dict[str, Any]:
             for r in expl.regions
         ],
         "final_copies": list(expl.final_copies),
+        "module_notes": [{"backend": kind, "note": note} for kind, note in expl.module_notes],
     }

@@ -60,7 +60,6 @@ class RegionTime:
 
 
 def run(args: argparse.Namespace) -> int:
-    from buildgen.codegen.profile import timed
     from buildgen.partition.serialize import load_partition
     from buildgen.run.cli import prepare
 
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise BuildgenError(f"--top must be 0 (every kernel) or more, got {args.top}")
     prepared = prepare(args)
     label = prepared.pair.files.label
-    if not timed(prepared.target):
+    if not prepared.target.profiled:
         raise BuildgenError(Diagnostic(
             f"{label}: the target is not built with profile: true, so its library does "
             "not time its regions",

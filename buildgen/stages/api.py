@@ -158,7 +158,6 @@ def build_library(
     link the objects there, as the build links _shared/'s. Processes may share the folder."""
     from buildgen.codegen.executor import generate_executor
     from buildgen.codegen.isa import isa_plan
-    from buildgen.codegen.profile import timed
     from buildgen.ninja.layout import SOURCE_EXTENSIONS, compile_units
     from buildgen.ninja.shared_modules import fixed_kernels
     from buildgen.resources import include_dir
@@ -169,7 +168,7 @@ def build_library(
         (out / sub).mkdir(parents=True, exist_ok=True)
     write_if_changed(out / "weights.bin", imported.weights_blob)
     sources = generate_executor(model, imported.graph, partition, str(out / "weights.bin"),
-                                len(imported.weights_blob), isa_plan(target), timed(target))
+                                len(imported.weights_blob), isa_plan(target), target.profiled)
     write_if_changed(out / "include" / f"{model}.h", sources.header)
     host = target.toolchain(target.host_kind)
     units: list[tuple[Path, Any, Path]] = [

@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isa-variants", action="append", metavar="KIND=LEVEL,...",
                         help="a module compiled once per instruction-set level (best last)")
     parser.add_argument("--pinned-isa", default="", help="the host's one ISA otherwise")
+    # What a backend's codegen chooses from its options and tuning records (onednn's layout)
+    # changes the memory its module plans.
+    parser.add_argument("--options", action="append", default=[],
+                        help="a backend's options file (options/<kind>.json); repeated")
+    parser.add_argument("--records", help="the tuning records the target's codegen reads")
 
 
 def outputs(args: argparse.Namespace) -> list[str]:
@@ -36,6 +41,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.codegen.report import write_report
     from buildgen.ir.constants import CodeWeights
     from buildgen.ir.serialize import graph_digest, load_graph
+    from buildgen.ninja.options_file import load_options
     from buildgen.stages.checks import load_checked_partition
     from buildgen.stages.runner import depfile_text
     from buildgen.targets import load_target_file
@@ -46,7 +52,14 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     target = load_target_file(args.target)
     weights = CodeWeights(graph, args.constants, args.weights)
     isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
-    json_text, markdown = write_report(args.model, target, graph, partition, weights, isa)
+    options = dict(load_options(path) for path in args.options)
+    records = None
+    if args.records:
+        from buildgen.partition.cost.records import load_records
+
+        records = load_records(args.records)
+    json_text, markdown = write_report(args.model, target, graph, partition, weights, isa,
+                                       options, records)
     produced = {args.json: json_text, args.md: markdown}
     if args.depfile:
         produced[args.depfile] = depfile_text(args.json, weights.files_read())

@@ -115,7 +115,8 @@ class CBackend:
         return GeneratedSource(filename="c.c", language="c", text=text)
 
     def plan_summary(
-        self, graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray] | None = None
+        self, graph: Graph, partition: Partition, options: Mapping[str, object],
+        weights: Mapping[str, np.ndarray] | None = None,
     ) -> MemorySummary:
         regions = self.lower(graph, partition, weights)
         return MemorySummary(

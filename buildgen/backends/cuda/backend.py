@@ -60,7 +60,8 @@ class CudaBackend:
         return GeneratedSource(filename="cuda.cu", language="cuda", text=text)
 
     def plan_summary(
-        self, graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray] | None = None
+        self, graph: Graph, partition: Partition, options: Mapping[str, object],
+        weights: Mapping[str, np.ndarray] | None = None,
     ) -> MemorySummary:
         """The module's device scratch, for reports (the same figures as the c backend's)."""
         regions = self.lower(graph, partition, weights)

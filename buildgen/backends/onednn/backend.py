@@ -26,7 +26,13 @@ from buildgen.backends.onednn.module import (
     render_module,
 )
 from buildgen.backends.onednn.support import RULES
-from buildgen.backends.onednn.tuned_layout import AUTO, DEFAULT, TunedLayout, tuned_layout
+from buildgen.backends.onednn.tuned_layout import (
+    AUTO,
+    DEFAULT,
+    TunedLayout,
+    has_layout_choice,
+    tuned_layout,
+)
 from buildgen.errors import error
 from buildgen.ir import Graph, Node
 from buildgen.partition.model import Partition
@@ -66,6 +72,13 @@ def settings_of(options: Mapping[str, object], tuned: TunedLayout | None = None)
                     layout_origin=origin)
 
 
+def module_settings(graph: Graph, partition: Partition, options: Mapping[str, object],
+                    records: Records | None) -> Settings:
+    """The settings the module is generated with: its options, and the layout `records`
+    chose for `activation_layout: auto` (buildgen.backends.onednn.tuned_layout)."""
+    return settings_of(options, tuned_layout(graph, partition, options, records))
+
+
 class OneDNNBackend:
     kind = "onednn"
 
@@ -99,15 +112,29 @@ class OneDNNBackend:
         """The module; `records` (`buildgen tune --backend onednn`) choose the layout of
         `activation_layout: auto` (buildgen.backends.onednn.tuned_layout)."""
         require_c_identifier(model)
-        settings = settings_of(options, tuned_layout(graph, partition, options, records))
+        settings = module_settings(graph, partition, options, records)
         regions = self.lower(graph, partition, weights, settings)
         text = render_module(model, graph, regions, settings)
         return GeneratedSource("onednn.c", "c", text)
 
+    def module_notes(
+        self, graph: Graph, partition: Partition, options: Mapping[str, object],
+        records: Records | None = None,
+    ) -> tuple[str, ...]:
+        """The layout the module keeps activations in, and why (as `onednn.c` says)."""
+        if not has_layout_choice(graph, partition):
+            return ()
+        settings = module_settings(graph, partition, options, records)
+        return (f"activation layout: {settings.layout} ({settings.layout_origin})",)
+
     def plan_summary(
-        self, graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray] | None = None
+        self, graph: Graph, partition: Partition, options: Mapping[str, object],
+        weights: Mapping[str, np.ndarray] | None = None, records: Records | None = None,
     ) -> ScratchSummary:
-        regions = self.lower(graph, partition, weights)
+        """Planned as codegen plans it: in the layout `options` and `records` choose (a
+        blocked layout's tensors are planned at an upper bound)."""
+        settings = module_settings(graph, partition, options, records)
+        regions = self.lower(graph, partition, weights, settings)
         return ScratchSummary(
             scratch_bytes=max((r.layout.plan.total_bytes for r in regions), default=0),
             unshared_bytes=sum(r.layout.plan.unshared_bytes for r in regions),

@@ -15,7 +15,12 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildgen.backends.onednn.tuned_layout import CANDIDATES, layout_key, module_digest
+from buildgen.backends.onednn.tuned_layout import (
+    CANDIDATES,
+    has_layout_choice,
+    layout_key,
+    module_digest,
+)
 from buildgen.partition.cost.keys import key_text
 from buildgen.partition.cost.records import Record, Records
 from buildgen.partition.tune.programs import ProgramRunner, run_here
@@ -36,8 +41,11 @@ def with_layout(target: ResolvedTarget, layout: str) -> ResolvedTarget:
 
 
 def layout_keys(loaded: Loaded) -> dict[str, str]:
-    """The records' key of each candidate layout for this model's onednn module."""
+    """The records' key of each candidate layout for this model's onednn module; none when
+    its layout changes nothing."""
     assert loaded.partition is not None
+    if not has_layout_choice(loaded.graph, loaded.partition):
+        return {}
     digest = module_digest(loaded.graph, loaded.partition)
     options = loaded.target.codegen_options("onednn")
     return {layout: key_text(layout_key(digest, layout, options)) for layout in CANDIDATES}
@@ -48,6 +56,8 @@ class OnednnTuner:
 
     def pending(self, loaded: Loaded, records: Records, build_dir: Path) -> tuple[int, int]:
         keys = layout_keys(loaded)
+        if not keys:
+            return 0, 0
         return len(keys), sum(k not in records.by_key for k in keys.values())
 
     def tune(self, loaded: Loaded, records: Records, build_dir: Path, machine: str, *,
@@ -58,7 +68,7 @@ class OnednnTuner:
         from buildgen.stages.api import ImportedModel, build_library
 
         keys = layout_keys(loaded)
-        if not retune and all(k in records.by_key for k in keys.values()):
+        if not keys or not retune and all(k in records.by_key for k in keys.values()):
             return records
         assert loaded.partition is not None
         pair = loaded.pair

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from buildgen.backends.onednn.layout import region_layout
 from buildgen.ir import Graph
 from buildgen.partition.cost.keys import kernel_key, key_digest
 from buildgen.partition.cost.records import Records
@@ -39,6 +40,14 @@ class TunedLayout:
     def describe(self) -> str:
         times = ", ".join(f"{name} {s * 1e3:.3g} ms" for name, s in self.seconds)
         return f"tuning records {self.source}: {times}"
+
+
+def has_layout_choice(graph: Graph, partition: Partition) -> bool:
+    """Whether a tensor of the onednn module can take the activation layout: a module with
+    none (GEMMs, a lone convolution between host regions) builds the same under every
+    layout, so there is nothing to tune or to explain."""
+    return any(entry.flexible for region in partition.regions_for("onednn")
+               for entry in region_layout(graph, region).tensors)
 
 
 def module_digest(graph: Graph, partition: Partition) -> str:

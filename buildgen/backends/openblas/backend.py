@@ -82,9 +82,10 @@ class OpenBLASBackend:
         return GeneratedSource("openblas.c", "c", render_module(model, graph, regions, library))
 
     def plan_summary(
-        self, graph: Graph, partition: Partition, weights: Mapping[str, np.ndarray] | None = None
+        self, graph: Graph, partition: Partition, options: Mapping[str, object],
+        weights: Mapping[str, np.ndarray] | None = None,
     ) -> ScratchSummary:
-        regions = self.lower(graph, partition, library_of({}), weights)
+        regions = self.lower(graph, partition, library_of(options), weights)
         return ScratchSummary(
             scratch_bytes=max((r.plan.total_bytes for r in regions), default=0),
             unshared_bytes=sum(r.plan.unshared_bytes for r in regions),

@@ -71,6 +71,12 @@ def empty_records(source: str = "") -> Records:
     return Records({}, source)
 
 
+def model_records(path: Path | None) -> Records | None:
+    """The records a model's `partition.records` names, as its build reads them: None when
+    it names none or the file is not written yet (buildgen/ninja/awaited_records.py)."""
+    return load_records(path) if path is not None and path.exists() else None
+
+
 def load_records(path: str | Path) -> Records:
     path = Path(path)
     doc = read_json(path, "tuning records")

@@ -2,11 +2,10 @@
 
 Some backends choose among variants of a call at codegen (CUTLASS instantiations and split-K
 factors, cuDNN convolution algorithms, oneDNN's activation layout) and read those choices
-from tuning records. Their
-kind's rules name a tuner (`tuning: {tuner: module:Class}`): for each selected model and
-target holding the kind's regions it lists what to measure and measures it, and the results
-merge into the records file, which later builds anywhere (CI without a GPU) read through
-the backend's codegen.
+from tuning records. Their kind's rules name a tuner (`tuning: {tuner: module:Class}`): for
+each selected model and target holding the kind's regions it lists what to measure and
+measures it, and the results merge into the records file, which later builds anywhere (CI
+without a GPU) read through the backend's codegen.
 """
 
 from __future__ import annotations

@@ -42,31 +42,14 @@ def inputs_for(model: CompiledModel, seed: int = 0) -> list[np.ndarray]:
 
 
 def time_library(path: Path, model: str, min_seconds: float = 0.02) -> Timing:
-    compiled = CompiledModel(path, model)
-    try:
-        arrays = inputs_for(compiled)
-        for _ in range(3):
-            compiled(*arrays)
-        start = time.perf_counter()
-        compiled(*arrays)
-        once = max(time.perf_counter() - start, 1e-7)
-        calls = max(1, int(min_seconds / once))
-        samples = []
-        for _ in range(BATCHES):
-            start = time.perf_counter()
-            for _ in range(calls):
-                compiled(*arrays)
-            samples.append((time.perf_counter() - start) / calls)
-        return Timing(min(samples), calls * BATCHES)
-    finally:
-        compiled.close()
+    return time_alternating({"library": path}, model, BATCHES, min_seconds)["library"]
 
 
 def time_alternating(libraries: Mapping[str, Path], model: str, rounds: int,
                      block_seconds: float) -> dict[str, Timing]:
     """Each library's time per call, all loaded at once and called in turns, a block of
     about `block_seconds` each, `rounds` times: drift on the machine reaches every library
-    alike. The fastest block stands for each (as in time_library)."""
+    alike. The fastest block stands for each."""
     compiled = {name: CompiledModel(path, model) for name, path in libraries.items()}
     try:
         arrays = inputs_for(next(iter(compiled.values())))

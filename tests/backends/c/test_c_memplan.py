@@ -93,7 +93,7 @@ def test_c_module_scratch_is_planned() -> None:
         )
         types[f"x{i + 1}"] = (F32, shape)
     graph = ir_graph(nodes, types, ["x0"], ["x6"])
-    summary = CBackend().plan_summary(graph, one_region(graph))
+    summary = CBackend().plan_summary(graph, one_region(graph), {})
     assert summary.unshared_bytes == 5 * 1024  # x1..x5 live in scratch
     assert summary.scratch_bytes == 2 * 1024
     assert [(r.region, r.planned_bytes, r.buffers) for r in summary.regions] == [("r0", 2048, 5)]

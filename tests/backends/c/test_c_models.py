@@ -134,7 +134,7 @@ def test_create_fails_when_a_planned_workspace_is_too_small(
 def test_scratch_bytes_symbol_matches_plan(c_toolchain: None, tmp_path: Path) -> None:
     _, _, graph, weights = _import("conv_block", tmp_path)
     partition = _single_region(graph)
-    summary = CBackend().plan_summary(graph, partition, weights)
+    summary = CBackend().plan_summary(graph, partition, {}, weights)
     source = CBackend().generate("conv_block", graph, partition, {}, weights=weights)
     module = compile_module(source, "conv_block", ["r0"], tmp_path / "build")
     assert module.scratch_bytes == summary.scratch_bytes

@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from cpulib_build import build_cases, check_case, composite, library, source
+from cpulib_build import (
+    assert_reported_arena_is_the_librarys,
+    build_cases,
+    check_case,
+    composite,
+    library,
+    source,
+)
 from cpulib_cases import COMMON, ONEDNN_ONLY, QUICK, Case
 
 from buildgen.backends.libraries import ONEDNN_PIP, pip_onednn_prefix
@@ -83,6 +90,7 @@ def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
     folder = build_cases(tmp_path, LAYOUT_CASES, target)
     for case in LAYOUT_CASES:
         check_case(folder, case, "onednn")
+        assert_reported_arena_is_the_librarys(library(folder / "build", case.name), case.name)
 
 
 def _convolution_kernels(lib: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ import yaml
 from cpulib_build import (
     REPO,
     assert_matches_onnxruntime,
+    assert_reported_arena_is_the_librarys,
     composite,
     imported,
     library,
@@ -23,12 +24,13 @@ from cpulib_build import (
     source,
     write_manifest,
 )
-from cpulib_cases import conv_block, resblock
+from cpulib_cases import conv_block, gemm_variants, resblock
 
 from buildgen.backends.libraries import ONEDNN_PIP, pip_onednn_prefix
-from buildgen.backends.onednn.backend import settings_of
+from buildgen.backends.onednn.backend import OneDNNBackend, settings_of
 from buildgen.backends.onednn.tuned_layout import (
     CANDIDATES,
+    has_layout_choice,
     layout_key,
     module_digest,
     tuned_layout,
@@ -89,6 +91,23 @@ def test_the_records_key_names_no_model_or_tensor(tmp_path: Path) -> None:
     assert digests[0] == digests[1] != digests[2]
 
 
+def test_a_module_its_layout_changes_nothing_in_has_no_choice(tmp_path: Path) -> None:
+    """GEMMs, or one convolution alone in its region, read and write plain tensors only: no
+    layout to tune, nothing for explain to say."""
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    convs, _ = imported(conv_block(), INPUTS, tmp_path / "a")
+    gemms, _ = imported(gemm_variants(), {"a": (8, 16)}, tmp_path / "b")
+    first_conv = one_region(convs, "onednn", [convs.nodes[0].name])
+    assert has_layout_choice(convs, one_region(convs, "onednn"))
+    assert not has_layout_choice(gemms, one_region(gemms, "onednn"))
+    assert not has_layout_choice(convs, first_conv)
+    notes = OneDNNBackend().module_notes
+    assert notes(convs, one_region(convs, "onednn"), OPTIONS) == (
+        "activation layout: channels_last (auto, no tuning records for this module)",)
+    assert notes(gemms, one_region(gemms, "onednn"), OPTIONS) == ()
+
+
 def _need_onednn() -> None:
     try:
         pip_onednn_prefix()
@@ -96,14 +115,18 @@ def _need_onednn() -> None:
         pytest.skip(f"oneDNN is not installed: {ONEDNN_PIP}")
 
 
-def _tune(manifest: Path, *words: str) -> str:
+def _buildgen(manifest: Path, command: str, *words: str) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "buildgen", "tune", "--backend", "onednn",
-                           "--manifest", str(manifest), *words], cwd=manifest.parent, env=env,
+    done = subprocess.run([sys.executable, "-m", "buildgen", command, "--manifest",
+                           str(manifest), *words], cwd=manifest.parent, env=env,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def _tune(manifest: Path, *words: str) -> str:
+    return _buildgen(manifest, "tune", "--backend", "onednn", *words)
 
 
 def _ran(manifest: Path) -> list[str]:
@@ -121,6 +144,10 @@ def test_tune_records_each_layout_and_the_build_takes_the_faster(tmp_path: Path)
     data = yaml.safe_load(manifest.read_text())
     data["partition"] = {"records": "onednn.records.json"}
     manifest.write_text(yaml.safe_dump(data))
+    # Named before it exists: the build goes ahead without records.
+    assert "conv_block/lib/src/onednn.c" in _ran(manifest)
+    assert "Activation layout: channels_last (auto, no tuning records" in \
+        source(tmp_path / "build", "conv_block", "onednn")
 
     printed = _tune(manifest)
     assert "conv_block/lib activation_layout: channels_last" in printed
@@ -140,7 +167,7 @@ def test_tune_records_each_layout_and_the_build_takes_the_faster(tmp_path: Path)
                                tmp_path / "conv_block.onnx")
 
     # Records saying the other layout is faster: the onednn module is generated, compiled
-    # and linked again, nothing else runs.
+    # and linked again, and the report (its arena) made again; nothing else runs.
     other = next(layout for layout in CANDIDATES if layout != fastest)
     for record in records:
         record["seconds"] = 1e-3 if record["key"]["layout"] == other else 2e-3
@@ -148,9 +175,14 @@ def test_tune_records_each_layout_and_the_build_takes_the_faster(tmp_path: Path)
                                 "records": records}))
     again = _ran(manifest)
     assert again == sorted(["conv_block/lib/src/onednn.c", "conv_block/lib/obj/onednn.o",
-                            "conv_block/lib/libconv_block.so", "conv_block/lib/libconv_block.a"]
-                           ), again
+                            "conv_block/lib/libconv_block.so", "conv_block/lib/libconv_block.a",
+                            "conv_block/lib/report.json"]), again
     assert f"Activation layout: {other} (tuning records" in \
         source(tmp_path / "build", "conv_block", "onednn")
+    explained = _buildgen(manifest, "explain", "conv_block")
+    assert f"module choices:\n    onednn: activation layout: {other} (tuning records " \
+        "onednn.records.json: channels_last " in explained, explained
     assert_matches_onnxruntime(library(tmp_path / "build", "conv_block"),
                                tmp_path / "conv_block.onnx")
+    assert_reported_arena_is_the_librarys(library(tmp_path / "build", "conv_block"),
+                                          "conv_block")

@@ -75,6 +75,17 @@ def library(build_dir: Path, model: str) -> Path:
     return build_dir / model / TARGET / f"lib{model}.so"
 
 
+def assert_reported_arena_is_the_librarys(lib_path: Path, model: str) -> None:
+    """report.json's arena is what the library allocates (<model>_arena_bytes), asked in a
+    fresh process: this one may hold an earlier build of the library at the same path."""
+    code = ("import ctypes, sys; f = getattr(ctypes.CDLL(sys.argv[1]), sys.argv[2]);"
+            "f.restype = ctypes.c_size_t; print(f())")
+    done = subprocess.run([sys.executable, "-c", code, str(lib_path), f"{model}_arena_bytes"],
+                          capture_output=True, text=True, check=True)
+    report = json.loads((lib_path.parent / "report.json").read_text())
+    assert report["arena_bytes"] == int(done.stdout), (report["arena_bytes"], done.stdout)
+
+
 def source(build_dir: Path, model: str, kind: str) -> str:
     return (build_dir / model / TARGET / "src" / f"{kind}.c").read_text()
 

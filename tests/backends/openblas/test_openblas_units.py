@@ -101,7 +101,7 @@ def test_needs_weights_for_folded_constants(backend, tmp_path: Path) -> None:
 
 def test_scratch_holds_the_im2col_buffer(backend, tmp_path: Path) -> None:
     graph, weights = _graph(conv_block(), {"x": (1, 8, 12, 12)}, tmp_path)
-    summary = backend.plan_summary(graph, one_region(graph, "openblas"), weights)
+    summary = backend.plan_summary(graph, one_region(graph, "openblas"), {}, weights)
     im2col = 8 * 9 * 12 * 12 * 4  # K = 8 channels x 3 x 3, one column per output pixel
     residual = 8 * 12 * 12 * 4  # the first chain's output, read by the 1x1 Conv
     assert summary.scratch_bytes == im2col + residual
