@@ -177,10 +177,12 @@ def _partition_problems(
 ) -> list[Diagnostic]:
     if not isinstance(options, dict):
         return []
+    # A partition file is the user's own, so it must be there; tuning records may be named
+    # before `buildgen tune` writes them (buildgen/ninja/awaited_records.py).
     return [
         d
-        for key in ("records", "file")
-        for d in _path_problems(source_map, path + (key,), options.get(key), root, False)
+        for key, must_exist in (("records", False), ("file", True))
+        for d in _path_problems(source_map, path + (key,), options.get(key), root, must_exist)
     ]
 
 

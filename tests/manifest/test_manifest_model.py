@@ -127,6 +127,7 @@ def test_partition_options_merge_over_defaults(write_manifest, tmp_path) -> None
           b: {source: mlp.onnx, targets: [cpu], partition: {policy: priority, file: b.part}}
         """
     )
+    (tmp_path / "b.part").write_text("{}")  # a partition file must exist; records need not
     manifest = load_manifest(path)
     records = tmp_path / "tuning" / "records.json"
     assert manifest.partition == PartitionOptions("cost", records, None)

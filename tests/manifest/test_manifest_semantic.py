@@ -109,6 +109,22 @@ def test_missing_source_names_the_resolved_path(write_manifest, errors_of, tmp_p
     ]
 
 
+def test_a_missing_partition_file_is_located_and_missing_records_are_not_an_error(
+    write_manifest, errors_of, tmp_path
+) -> None:
+    """The partition file is the user's own; tuning records may be named before `buildgen
+    tune` writes them."""
+    (tmp_path / "m.onnx").write_bytes(b"")
+    path = write_manifest(
+        "buildgen: 1\npartition: {file: top.json}\nmodels:\n"
+        "  mlp: {source: m.onnx, targets: [c], partition: {file: p.json, records: r.json}}\n"
+    )
+    assert errors_of(path, lambda name: True) == [
+        f"2:19: partition.file: file not found: {tmp_path / 'top.json'}",
+        f"4:57: models.mlp.partition.file: file not found: {tmp_path / 'p.json'}",
+    ]
+
+
 def test_relative_paths_start_at_the_manifest_folder(tmp_path: Path, monkeypatch) -> None:
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)

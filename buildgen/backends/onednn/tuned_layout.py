@@ -38,8 +38,14 @@ class TunedLayout:
     source: str  # the records file, for the module's comment
 
     def describe(self) -> str:
-        times = ", ".join(f"{name} {s * 1e3:.3g} ms" for name, s in self.seconds)
+        times = ", ".join(f"{name} {_milliseconds(s)} ms" for name, s in self.seconds)
         return f"tuning records {self.source}: {times}"
+
+
+def _milliseconds(seconds: float) -> str:
+    """Three significant digits, never an exponent: 0.406, 75.7, 2348."""
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
 
 
 def has_layout_choice(graph: Graph, partition: Partition) -> bool:
