@@ -215,9 +215,11 @@ def _target_actions(
     actions += _link_actions(shape, objects, files)
     # The report, like the partition, reads the code-affecting view of the target: it
     # describes what runs where and the memory it takes, which no compile flag changes.
-    # Each backend's options and the records: the memory a module plans follows its codegen.
-    records = _codegen_records(model, target.backends, ctx)
-    options = tuple(files.options(kind) for kind in target.backends)
+    # The options (and records) of kinds whose module's memory plan depends on them (rules
+    # `memory_options`), so that the arena it reports is the one codegen plans.
+    planned = [kind for kind in target.backends if get_kind(kind).memory_options]
+    records = _codegen_records(model, planned, ctx)
+    options = tuple(files.options(kind) for kind in planned)
     actions.append(
         Action(
             rule=rules.REPORT.name,

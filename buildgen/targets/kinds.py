@@ -148,6 +148,9 @@ class TargetKind:
     # Whether its modules, in a library built with `profile`, time each kernel and export
     # M__<kind>_kernel_times (rules `kernel_times`; buildgen_abi.h).
     kernel_times: bool = False
+    # Whether the memory its module plans depends on its options (rules `memory_options`):
+    # report.json then reads its options file (and the records, if it reads them).
+    memory_options: bool = False
 
     @property
     def reads_records(self) -> bool:
@@ -284,6 +287,7 @@ def load_kind(
         native_only=data.get("native_only"),
         host_triple_attr=data.get("host_triple_attr"),
         kernel_times=bool(data.get("kernel_times", False)),
+        memory_options=bool(data.get("memory_options", False)),
     )
     problems = _kind_problems(kind, rules_file.stem, shipped)
     if problems:
