@@ -213,10 +213,10 @@ def _target_actions(
     actions.append(_compile(files.weights_asm, files.obj("weights"), shape.weights, includes,
                             files, (graph.weights,)))
     actions += _link_actions(shape, objects, files)
-    # The report, like the partition, reads the code-affecting view of the target: it
-    # describes what runs where and the memory it takes, which no compile flag changes.
-    # The options (and records) of kinds whose module's memory plan depends on them (rules
-    # `memory_options`), so that the arena it reports is the one codegen plans.
+    # The report describes what runs where and the memory it takes, which no compile flag
+    # changes: like the partition it reads the code-affecting view of the target, plus the
+    # options and records of the kinds whose memory plan depends on them (rules
+    # `memory_options`), so the arena it reports is the one codegen plans.
     planned = [kind for kind in target.backends if get_kind(kind).memory_options]
     records = _codegen_records(model, planned, ctx)
     options = tuple(files.options(kind) for kind in planned)

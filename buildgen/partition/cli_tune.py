@@ -63,7 +63,7 @@ def records_path(args: argparse.Namespace, loaded: Loaded) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from buildgen.ir.serialize import load_weights
-    from buildgen.partition.cost.records import empty_records, load_records
+    from buildgen.partition.cost.records import records_or_empty
     from buildgen.partition.tune.kernels import Kernel, collect_kernels
     from buildgen.partition.tune.run import TuneSettings, measure, pending
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return load_weights(kernel.graph, weights_paths[model])
 
     for path, kernels in sorted(by_file.items()):
-        records = load_records(path) if path.exists() else empty_records(path.name)
+        records = records_or_empty(path)
         todo = pending(kernels, records, args.retune)
         distinct = len({k.key for k in kernels})
         print(f"{path.name}: {distinct} distinct kernels, {distinct - len(todo)} already "

@@ -85,7 +85,7 @@ def partition(
     partition (or partition file) whose regions with a target are kept; `step` a function
     (or "module:function") run on the result."""
     from buildgen.ir.serialize import dump_graph, graph_digest
-    from buildgen.partition.cost.records import load_records
+    from buildgen.partition.cost.records import optional_records
     from buildgen.partition.custom import load_step, load_user_partition
     from buildgen.partition.model import Partition as PartitionType
     from buildgen.partition.pipeline import PartitionOptions, make_partition
@@ -100,7 +100,7 @@ def partition(
     options = PartitionOptions(
         pins=tuple(sorted(pins.items() if isinstance(pins, Mapping) else pins)),
         policy=policy,
-        records=load_records(records) if records is not None else None,
+        records=optional_records(records),
         start=tuple(regions),
         start_origin=origin,
         step=load_step(step) if isinstance(step, str) else step,

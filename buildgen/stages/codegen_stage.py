@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.ninja.layout import SOURCE_EXTENSIONS
     from buildgen.ninja.options_file import load_options
+    from buildgen.partition.cost.records import optional_records
     from buildgen.stages.checks import load_checked_partition
 
     kind, options = load_options(args.options)
@@ -64,11 +65,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     weights = CodeWeights(graph, args.constants, args.weights)
     backend = get_backend(kind)
     produced: dict[str, bytes | str] = {}
-    records = None
-    if args.records:
-        from buildgen.partition.cost.records import load_records
-
-        records = load_records(args.records)
+    records = optional_records(args.records)
     try:
         if args.kernels_out:
             # Backends declaring shared_kernels implement generate_with_kernels.

@@ -68,7 +68,7 @@ def parse_pin(text: str) -> tuple[str, str]:
 def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.ir.constants import LazyConstants
     from buildgen.ir.serialize import graph_digest, load_graph
-    from buildgen.partition.cost.records import load_records
+    from buildgen.partition.cost.records import optional_records
     from buildgen.partition.custom import load_step, load_user_partition
     from buildgen.partition.pipeline import PartitionOptions, make_partition
     from buildgen.partition.serialize import dump_partition
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     options = PartitionOptions(
         pins=tuple(parse_pin(p) for p in args.pin),
         policy=args.policy,
-        records=load_records(args.records) if args.records else None,
+        records=optional_records(args.records),
         start=load_user_partition(args.partition_file) if args.partition_file else (),
         start_origin=f"partition file {Path(args.partition_file).name}"
         if args.partition_file else "",

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     from buildgen.ir.constants import CodeWeights
     from buildgen.ir.serialize import graph_digest, load_graph
     from buildgen.ninja.options_file import load_options
+    from buildgen.partition.cost.records import optional_records
     from buildgen.stages.checks import load_checked_partition
     from buildgen.stages.runner import depfile_text
     from buildgen.targets import load_target_file
@@ -53,11 +54,7 @@ def run(args: argparse.Namespace) -> Mapping[str, bytes | str]:
     weights = CodeWeights(graph, args.constants, args.weights)
     isa = parse_isa_arguments(args.isa_variants, args.pinned_isa)
     options = dict(load_options(path) for path in args.options)
-    records = None
-    if args.records:
-        from buildgen.partition.cost.records import load_records
-
-        records = load_records(args.records)
+    records = optional_records(args.records)
     json_text, markdown = write_report(args.model, target, graph, partition, weights, isa,
                                        options, records)
     produced = {args.json: json_text, args.md: markdown}

@@ -71,6 +71,16 @@ def empty_records(source: str = "") -> Records:
     return Records({}, source)
 
 
+def optional_records(path: str | Path | None) -> Records | None:
+    """The records a stage's `--records` names: None when it names none."""
+    return load_records(path) if path else None
+
+
+def records_or_empty(path: Path) -> Records:
+    """The records `buildgen tune` adds to: the file's, or none before its first run."""
+    return load_records(path) if path.exists() else empty_records(path.name)
+
+
 def model_records(path: Path | None) -> Records | None:
     """The records a model's `partition.records` names, as its build reads them: None when
     it names none or the file is not written yet (buildgen/ninja/awaited_records.py)."""

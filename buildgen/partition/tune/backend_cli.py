@@ -101,7 +101,7 @@ def profiler_runner(build_dir: Path, target: ResolvedTarget, kind: str, here: bo
 def run_backend(args: argparse.Namespace, kind: str) -> int:
     from buildgen.partition.cli_support import load, prepare
     from buildgen.partition.cli_tune import records_path
-    from buildgen.partition.cost.records import empty_records, load_records
+    from buildgen.partition.cost.records import records_or_empty
 
     tuner = load_tuner(kind)
     gen, pairs = prepare(args, "partition")
@@ -113,7 +113,7 @@ def run_backend(args: argparse.Namespace, kind: str) -> int:
         if not loaded.partition.regions_for(kind):
             continue
         path = records_path(args, loaded)
-        records = load_records(path) if path.exists() else empty_records(path.name)
+        records = records_or_empty(path)
         if args.dry_run:
             problems, todo = tuner.pending(loaded, records, gen.build_dir)
             print(f"{pair.model.name}/{pair.target}: {problems} distinct {kind} problems, "
