@@ -37,4 +37,4 @@ def _with_implicit_inputs(action: Action) -> Action:
     listed = set(action.response_files)
     implicit = tuple(f"@{path}" if path in listed else path for path in action.implicit_inputs)
     variables = (*action.variables, (rules.IMPLICIT_IN, implicit))
-    return dataclasses.replace(action, variables=variables)
+    return action.evolve(variables=variables)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -169,9 +169,9 @@ def add_shared_kernels(
                 group.lists.append(listing)
                 out[i] = _codegen_writing_list(out[i], listing)
                 i = by_output[files.shared_lib]
-                out[i] = replace(out[i], inputs=(*out[i].inputs, group.archive))
+                out[i] = out[i].evolve(inputs=(*out[i].inputs, group.archive))
                 i = by_output[files.static_lib]
-                out[i] = replace(out[i], inputs=(*out[i].inputs, *group.objects))
+                out[i] = out[i].evolve(inputs=(*out[i].inputs, *group.objects))
     for _, group in sorted(groups.items()):
         out += _group_actions(group, ctx)
     return out
@@ -210,7 +210,7 @@ def _codegen_writing_list(action: Action, listing: str, flag: str = "--kernels-o
     args = action.variable("args")
     assert isinstance(args, tuple)
     action = _with_variable(action, "args", (*args, flag, listing))
-    return replace(action, outputs=(*action.outputs, listing))
+    return action.evolve(outputs=(*action.outputs, listing))
 
 
 def kernels_objects_texts(target: ResolvedTarget) -> list[tuple[str, str]]:
@@ -251,14 +251,14 @@ def _link_by_dyndep(out: list[Action], by_output: Mapping[str, int], group: _Gro
             raise RuntimeError(f"{library}: two kinds with fixed shared kernels in one target")
         # The eager sources' objects are order-only: built from the start, linked (and then
         # inputs, through the dyndep file) only when the module calls them.
-        out[i] = replace(out[i], response_files=(*out[i].response_files, rsp), dyndep=dyndep,
+        out[i] = out[i].evolve(response_files=(*out[i].response_files, rsp), dyndep=dyndep,
                          dynamic_inputs=(*out[i].dynamic_inputs, *group.objects),
                          order_only=(*out[i].order_only, *eager))
 
 
 def _with_variable(action: Action, name: str, value: tuple[str, ...]) -> Action:
     variables = tuple((k, value if k == name else v) for k, v in action.variables)
-    return replace(action, variables=variables)
+    return action.evolve(variables=variables)
 
 
 def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:
