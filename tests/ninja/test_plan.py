@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import pytest
 from plan_helpers import host_objects, make_context, make_models, make_targets
 
 from buildgen.ninja.actions import plan_build
@@ -218,3 +219,17 @@ def test_the_report_ignores_compile_only_attributes(planned):
         "_targets/fast/options/target.json", "mlp/graph.json", "mlp/constants.bin",
         "mlp/fast/partition.json",
     )
+
+
+def test_evolve_is_replace_for_every_field_and_refuses_others(planned):
+    plan, _ = planned
+    action = plan.action_for("mlp/fast/report.json")
+    for field in dataclasses.fields(action):
+        value = (None if field.name in ("pool", "dyndep") else
+                 "x" if field.type == "str" else ("x",))
+        evolved = action.evolve(**{field.name: value})
+        assert evolved == dataclasses.replace(action, **{field.name: value})
+        assert hash(evolved) == hash(dataclasses.replace(action, **{field.name: value}))
+    assert action.evolve() == action and action.evolve() is not action
+    with pytest.raises(TypeError, match="no field 'input'"):
+        action.evolve(input=("x",))
