@@ -1,6 +1,7 @@
 """The composite CPU target built by two commits, timed against each other in one process.
 
     python bench/bench_ab.py --base 260a8d4 ocr_det_v6 ocr_cls     # base against the checkout
+    python bench/bench_ab.py --base HEAD --target c captcha_rec     # the `c` host alone
 
 On a shared 2-vCPU machine a run of bench_composite.py minutes after another moves every
 engine by tens of percent; a change's own effect is measured better by loading both
@@ -32,13 +33,19 @@ BUDGET_S = 40.0  # per model, after at least MIN_ROUNDS rounds
 MIN_ROUNDS = 5
 
 
-def build(code: Path, folder: Path, name: str, threads: int) -> Path:
-    """The model's library for the composite target, built by the buildgen at `code`."""
+def target_entry(kind: str, threads: int) -> dict[str, object]:
+    """The composite CPU target as a user writes it, or its `c` host alone."""
+    host = {"kind": "c", "threads": threads}
+    if kind == "c":
+        return host
+    return {"kind": "composite", "host": host, "accelerators": ["onednn", "openblas"]}
+
+
+def build(code: Path, folder: Path, name: str, target: dict[str, object]) -> Path:
+    """The model's library for `target`, built by the buildgen at `code`."""
     model = BY_NAME[name]
     folder.mkdir(parents=True)
     shutil.copy(model_path(model), folder / "m.onnx")
-    target = {"kind": "composite", "host": {"kind": "c", "threads": threads},
-              "accelerators": ["onednn", "openblas"]}
     manifest = {"buildgen": 1, "targets": {"t": target},
                 "models": {"m": {"source": "m.onnx", "inputs": manifest_inputs(model),
                                  "targets": ["t"]}}}
@@ -78,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the commit to compare against")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--target", choices=("composite", "c"), default="composite",
+                        help="the composite CPU target (default) or its `c` host alone")
     parser.add_argument("models", nargs="+", help="corpus model names")
     args = parser.parse_args()
     from buildgen import runtime
@@ -89,7 +98,8 @@ def main() -> None:
         try:
             print(f"{'model':20s} {'base ms':>9s} {'this ms':>9s}  this / base  host regions")
             for name in args.models:
-                built = [build(code, Path(tmp) / label / name, name, args.threads)
+                target = target_entry(args.target, args.threads)
+                built = [build(code, Path(tmp) / label / name, name, target)
                          for code, label in ((base, "base"), (REPO, "this"))]
                 libraries = [runtime.load(b / "libm.so") for b in built]
                 inputs = feeds(BY_NAME[name])

@@ -15,6 +15,9 @@
  *   the few rows gain); M == 1 or N == 1 goes to the matrix-vector loops (bg_gemv.h).
  * - A constant B (weights) can be packed once ahead of time (bg_sgemm_pack_b), and so can a
  *   constant A (a convolution's filters: bg_sgemm_pack_a); the generated create does it.
+ * - A B packed ahead of time is a layer's weights, read once a call and often from DRAM: each
+ *   tile prefetches its share of the next micro-panel while it computes (bg__PREFETCH_STEP),
+ *   so that fetching the weights overlaps the multiply-adds instead of preceding them.
  *
  * The tile is 8 x 32 at x86-64-v4 (sixteen 16-lane accumulators) and 4 x 24 elsewhere (twelve
  * 8-lane accumulators plus three B vectors and one broadcast A fill fifteen of AVX2's sixteen
@@ -195,16 +198,29 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                         b = jr < n_full ? bsrc->data + pc * bsrc->ld + jc + jr : pb;
                         bs = jr < n_full ? bsrc->ld : NR;
                     }
+                    /* Weights packed ahead of time stream from memory: each row block's
+                     * tile prefetches its share of the next panel (bg__PREFETCH_STEP). */
+                    const int64_t passes = (mc + MR - 1) / MR, lines = kc * NR / 16;
+                    const char *next = !bsrc->pack && jr + NR < nc
+                                           ? (const char *)(b + kc * NR) : NULL;
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int64_t mr = bg__min64(MR, mc - ir);
                         const float *a = ablock + ir / MR * kc * MR;
+                        const int64_t pass = ir / MR, first = pass * lines / passes;
+                        const char *pf = next ? next + 64 * first : NULL;
+                        const int64_t pf_lines = (pass + 1) * lines / passes - first;
                         float *c = g->C + (ic + ir) * g->ldc + jc + jr;
+                        const bg__tile_ep *tile_ep = NULL;
+                        bg__tile_ep te;
                         if (mr == MR && nr == NR && last_k && epilogue) {
-                            bg__tile_ep te;
                             bg__tile_ep_init(&te, g->ep, ic + ir, jc + jr);
-                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, &te);
+                            tile_ep = &te;
+                        }
+                        if (mr == MR && nr == NR && pf != NULL) {
+                            bg__ukernel_full_pf(kc, a, b, c, g->ldc, g->alpha, beta_k, tile_ep,
+                                                pf, pf_lines);
                         } else if (mr == MR && nr == NR) {
-                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, NULL);
+                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, tile_ep);
                         } else {
                             bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
                             if (last_k && epilogue)

@@ -18,6 +18,7 @@
  *
  * Layout of this library (each part is included from here, never on its own):
  *   bg_kernels.h  types, vector helpers, activations and the epilogue (this file)
+ *   bg_alloc.h    bg_alloc_constants: memory for what create packs (standalone: oneDNN's too)
  *   bg_math.h     exp, tanh, erf, sigmoid, GELU as branch-free code loops vectorise
  *   bg_transpose.h bg_transpose2d: tiled transposes, the tiles transposed in registers
  *   bg_threads.h  bg_threadpool (a model instance's threads) and bg_parallel
@@ -72,6 +73,7 @@ typedef struct bg_epilogue {
 
 /* ---- scalar math helpers (used by generated elementwise code too) ---- */
 
+#include "bg_alloc.h" /* bg_alloc_constants: what create packs the weights into */
 #include "bg_math.h" /* bg_expf, bg_tanhf, bg_erff, bg_sigmoidf, bg_gelu: vectorisable */
 
 /* fmaxf / fminf as compare-and-select (a NaN operand yields the other, as theirs does):

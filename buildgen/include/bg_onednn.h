@@ -30,6 +30,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "bg_alloc.h" /* bg_alloc_constants: the weights reordered at create */
 #include "buildgen_abi.h"
 
 /* oneDNN's name for the code that implements `pd` ("brgconv:avx2", "ref:any"); "" when
@@ -107,6 +108,8 @@ typedef struct bg_dnnl_module {
     int nprimitives, primitive_capacity;
     dnnl_memory_t *memories;
     int nmemories, memory_capacity;
+    void **constants;            /* the bytes of the weights reordered at create */
+    int nconstants, constant_capacity;
     dnnl_memory_t *scratchpads;  /* every primitive's scratchpad, bound to one buffer */
     int nscratchpads, scratchpad_capacity;
     size_t scratchpad_bytes;
@@ -154,6 +157,17 @@ static inline int bg_dnnl_grow(void **items, int count, int *capacity, size_t si
     *items = more;
     *capacity = wanted;
     return 0;
+}
+
+/* Bytes for a constant of layout `md`, owned by m (bg_alloc.h: in huge pages when large). */
+static inline void *bg_dnnl_constant_bytes(bg_dnnl_module *m, const_dnnl_memory_desc_t md)
+{
+    if (bg_dnnl_grow((void **)&m->constants, m->nconstants, &m->constant_capacity,
+                     sizeof *m->constants) != 0)
+        return NULL;
+    void *bytes = bg_alloc_constants(dnnl_memory_desc_get_size(md));
+    if (bytes != NULL) m->constants[m->nconstants++] = bytes;
+    return bytes;
 }
 
 static inline int bg_dnnl_own_memory(bg_dnnl_module *m, dnnl_memory_t memory)
@@ -336,6 +350,8 @@ static inline void bg_dnnl_module_free(bg_dnnl_module *m)
     free(m->regions);
     free(m->primitives);
     free(m->memories);
+    for (int i = 0; i < m->nconstants; ++i) free(m->constants[i]);
+    free(m->constants);
     free(m->scratchpads);
     free(m->scratchpad);
 }

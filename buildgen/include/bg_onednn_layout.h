@@ -141,7 +141,11 @@ static inline int bg_dnnl_constant(bg_dnnl_module *m, const_dnnl_memory_desc_t w
     if (status == dnnl_success)
         status = dnnl_reorder_primitive_desc_create(&pd, plain, m->engine, want, m->engine, NULL);
     if (status == dnnl_success) status = dnnl_primitive_create(&reorder, pd);
-    int rc = status == dnnl_success ? bg_dnnl_memory(m, want, DNNL_MEMORY_ALLOCATE, out, what) : 0;
+    void *bytes = status == dnnl_success ? bg_dnnl_constant_bytes(m, want) : NULL;
+    int rc = 0;
+    if (status == dnnl_success)
+        rc = bytes != NULL ? bg_dnnl_memory(m, want, bytes, out, what)
+                           : bg_dnnl_fail(m->env, what, "out of memory");
     if (status == dnnl_success && rc == 0) {
         dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, *out}};
         status = dnnl_primitive_execute(reorder, m->stream, 2, args);

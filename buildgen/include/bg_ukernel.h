@@ -13,6 +13,16 @@
 #error "include bg_kernels.h, not bg_ukernel.h"
 #endif
 
+/* Software prefetch for a B that streams from memory (weights packed ahead of time, larger
+ * than the caches): while a tile sweeps k, line k of the next micro-panel's share (pf, 64-byte
+ * lines, pf_lines of them) is fetched into L2. The hardware prefetcher alone leaves the
+ * first row block of each panel waiting on memory, then computes the rest from L1: the two
+ * add up instead of overlapping. pf is NULL everywhere else (a constant: the test folds). */
+#define BG__PREFETCH_STEP(pf, pf_lines, k)                                                         \
+    do {                                                                                           \
+        if ((pf) != NULL && (k) < (pf_lines)) __builtin_prefetch((pf) + 64 * (k), 0, 2);           \
+    } while (0)
+
 /* The epilogue of one whole MR x NR tile, applied in registers as the micro-kernel stores
  * it (a pass over the tile afterwards costs more than the pass it saves): the scale and
  * bias of each row (bias_axis 1) or of each column (bias_axis 0, from the tile's first). */
@@ -168,7 +178,8 @@ __attribute__((always_inline)) static inline void bg__tile_ep16(bg__v16f *v, con
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
                  const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
-                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te,
+                 const char *pf, int64_t pf_lines)
 {
     const bg__v16f zero = BG__SPLAT16(0.0f);
     bg__v16f c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
@@ -176,6 +187,7 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
     bg__v16f c60 = zero, c61 = zero, c70 = zero, c71 = zero;
     const int64_t off1 = vo && nv > 1 ? vo[1] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        BG__PREFETCH_STEP(pf, pf_lines, k);
         const float *bk = rows ? b + rows[k] : b;
         bg__v16f b0, b1 = zero;
         BG__LOAD16(b0, bk);
@@ -252,13 +264,15 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
                  const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
-                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te,
+                 const char *pf, int64_t pf_lines)
 {
     bg_v8f c00 = BG_SPLAT8(0.0f), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     bg_v8f c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
     const int64_t off1 = vo && nv > 1 ? vo[1] - vo[0] : 8;
     const int64_t off2 = vo && nv > 2 ? vo[2] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        BG__PREFETCH_STEP(pf, pf_lines, k);
         const float *bk = rows ? b + rows[k] : b;
         bg_v8f b0, b1 = c00, b2 = c00;
         BG_LOAD8(b0, bk);
@@ -328,7 +342,8 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
 __attribute__((always_inline)) static inline void
 bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
                  const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
-                 int64_t ldc, float alpha, float beta, int groups, const bg__tile_ep *te)
+                 int64_t ldc, float alpha, float beta, int groups, const bg__tile_ep *te,
+                 const char *pf, int64_t pf_lines)
 {
     bg_v4f c00 = BG_SPLAT4(0.0f), c01 = c00, c02 = c00, c03 = c00, c04 = c00, c05 = c00;
     bg_v4f c10 = c00, c11 = c00, c12 = c00, c13 = c00, c14 = c00, c15 = c00;
@@ -337,6 +352,7 @@ bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, i
     const int64_t off1 = vo && groups > 1 ? vo[1] - vo[0] : 8;
     const int64_t off2 = vo && groups > 2 ? vo[2] - vo[0] : 16;
     for (int64_t k = 0; k < kc; ++k, a += BG_GEMM_MR, b += bs) {
+        BG__PREFETCH_STEP(pf, pf_lines, k);
         const float *bk = rows ? b + rows[k] : b;
         bg_v4f av, b0, b1, b2 = c00, b3 = c00, b4 = c00, b5 = c00;
         BG_LOAD4(av, a);
@@ -367,7 +383,8 @@ bg__ukernel_pass(int64_t kc, const float *restrict a, const float *restrict b, i
 __attribute__((always_inline)) static inline void
 bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, int64_t bs,
                  const int64_t *restrict rows, const int64_t *restrict vo, float *restrict c,
-                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te)
+                 int64_t ldc, float alpha, float beta, int nv, const bg__tile_ep *te,
+                 const char *pf, int64_t pf_lines)
 {
     for (int g0 = 0; g0 < nv; g0 += BG__UK4_GROUPS) {
         const int groups = nv - g0 < BG__UK4_GROUPS ? nv - g0 : BG__UK4_GROUPS;
@@ -379,7 +396,7 @@ bg__ukernel_body(int64_t kc, const float *restrict a, const float *restrict b, i
         }
         bg__ukernel_pass(kc, a, b + (vo ? vo[g0] - vo[0] : 8 * g0), bs, rows,
                          vo ? vo + g0 : NULL, c + 8 * g0, ldc, alpha, beta, groups,
-                         te != NULL ? &shifted : NULL);
+                         te != NULL ? &shifted : NULL, g0 == 0 ? pf : NULL, pf_lines);
     }
 }
 #endif
@@ -393,21 +410,32 @@ __attribute__((noinline)) static void bg__ukernel_full(int64_t kc, const float *
                                                        float alpha, float beta,
                                                        const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, BG_GEMM_NV, te);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, BG_GEMM_NV, te, NULL, 0);
+}
+/* The whole tile, prefetching pf_lines lines from pf as it goes (BG__PREFETCH_STEP): a
+ * function of its own, so that the test stays out of every other tile's loop. */
+__attribute__((noinline)) static void bg__ukernel_full_pf(int64_t kc, const float *a,
+                                                          const float *b, float *c, int64_t ldc,
+                                                          float alpha, float beta,
+                                                          const bg__tile_ep *te, const char *pf,
+                                                          int64_t pf_lines)
+{
+    bg__ukernel_body(kc, a, b, BG_GEMM_NR, NULL, NULL, c, ldc, alpha, beta, BG_GEMM_NV, te, pf,
+                     pf_lines);
 }
 #if BG_GEMM_NV > 2
 __attribute__((noinline)) static void bg__ukernel_w2(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 2, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 2, NULL, NULL, 0);
 }
 #endif
 __attribute__((noinline)) static void bg__ukernel_w1(int64_t kc, const float *a, const float *b,
                                                      int64_t bs, float *c, int64_t ldc,
                                                      float alpha, float beta)
 {
-    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 1, NULL);
+    bg__ukernel_body(kc, a, b, bs, NULL, NULL, c, ldc, alpha, beta, 1, NULL, NULL, 0);
 }
 
 /* The whole tile with row k of B at b + rows[k], its VW-wide column vectors v at
@@ -418,7 +446,7 @@ __attribute__((noinline)) static void bg__ukernel_rows_full(int64_t kc, const fl
                                                             int64_t ldc, float alpha, float beta,
                                                             const bg__tile_ep *te)
 {
-    bg__ukernel_body(kc, a, b, 0, rows, vo, c, ldc, alpha, beta, BG_GEMM_NV, te);
+    bg__ukernel_body(kc, a, b, 0, rows, vo, c, ldc, alpha, beta, BG_GEMM_NV, te, NULL, 0);
 }
 
 /* The tile's first VW * nv columns (nv = 1 .. NV). */

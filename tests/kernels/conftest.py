@@ -106,6 +106,8 @@ class Kernels:
         lib.h_math.restype = None
         lib.h_transpose2d.argtypes = [ctypes.c_void_p, ctypes.c_void_p, i64, i64, i64, i64, i64]
         lib.h_transpose2d.restype = None
+        lib.h_alloc_constants.argtypes = [ctypes.c_size_t]
+        lib.h_alloc_constants.restype = ctypes.c_void_p
         self.lib = lib
 
     def sgemm(

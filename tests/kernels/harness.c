@@ -179,3 +179,9 @@ void h_transpose2d(const void *x, void *y, int64_t rows, int64_t cols, int64_t l
 {
     bg_transpose2d(x, y, rows, cols, ldx, ldy, (size_t)size);
 }
+
+void *h_alloc_constants(size_t bytes);
+void *h_alloc_constants(size_t bytes)
+{
+    return bg_alloc_constants(bytes);
+}

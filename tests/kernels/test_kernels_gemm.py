@@ -111,6 +111,26 @@ def test_prepacked_b(kernels: Kernels, shape: tuple[int, int, int], ta: int, tb:
     check(kernels, m, n, kk, bool(ta), bool(tb), 0.5, 0.5, ep, seed=kk, pad=3, prepacked=True)
 
 
+@pytest.mark.parametrize("shape", [(20, 300, 600), (8, 200, 257), (13, 121, 520)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_prepacked_b_gives_the_bits_of_packed_b(kernels_any: Kernels,
+                                                shape: tuple[int, int, int]) -> None:
+    """With B packed ahead of time, each tile prefetches part of the next panel as it goes
+    (bg__PREFETCH_STEP): its results keep the bits of B packed per call, over several row
+    blocks (the prefetch's shares), column panels and K slices, ragged edges included."""
+    m, n, kk = shape
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, kk)).astype(np.float32)
+    b = rng.standard_normal((n, kk)).astype(np.float32)
+    ep = Epilogue(rng.standard_normal(n).astype(np.float32), 0, ACT_RELU)
+    out = []
+    for prepacked in (False, True):
+        c = np.full((m, n), 0.5, np.float32)
+        kernels_any.sgemm(False, True, 1.0, a, b, 0.25, c, ep=ep, prepacked=prepacked)
+        out.append(c)
+    assert out[0].tobytes() == out[1].tobytes()
+
+
 @pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (-0.5, 0.75), (2.0, 0.0), (1.0, -1.0)])
 @pytest.mark.parametrize("shape", [(1, 33, 300), (33, 1, 300), (9, 29, 300), (70, 75, 600)])
 def test_alpha_beta_across_k_slices(

@@ -40,7 +40,7 @@ def _pack_weights(graph: Graph, regions: Sequence[LoweredRegion], layout: Packed
         return []
     code = Code(indent=2)
     message = f"c backend: out of memory for the {total} bytes of packed weights"
-    code.line(f"unsigned char *const packed = (unsigned char *)aligned_alloc(64, {total});")
+    code.line(f"unsigned char *const packed = (unsigned char *)bg_alloc_constants({total});")
     code.line("if (packed == NULL)")
     code.line(f"    return fail(env, {cnames.c_string(message)});")
     code.line("instance->packed = packed;")

@@ -18,7 +18,7 @@ from cpulib_build import (
     library,
     source,
 )
-from cpulib_cases import COMMON, ONEDNN_ONLY, QUICK, Case
+from cpulib_cases import COMMON, ONEDNN_ONLY, QUICK, Builder, Case
 
 from buildgen.backends.libraries import ONEDNN_PIP, pip_onednn_prefix
 from buildgen.errors import BuildgenError
@@ -91,6 +91,35 @@ def test_other_activation_layouts_agree(tmp_path: Path, layout: str) -> None:
     for case in LAYOUT_CASES:
         check_case(folder, case, "onednn")
         assert_reported_arena_is_the_librarys(library(folder / "build", case.name), case.name)
+
+
+def _huge_page_advised_mappings(lib: Path) -> int:
+    """Mappings advised MADV_HUGEPAGE (VmFlags `hg`) once the library has made its instance,
+    in a fresh process: this one holds other libraries' memory too."""
+    code = ("import numpy as np, sys; from buildgen import runtime; c = runtime.load(sys.argv[1]);"
+            "c(*[np.ones(i.shape, np.float32) for i in c.inputs]);"
+            "print(sum(l.startswith('VmFlags:') and ' hg' in l"
+            " for l in open('/proc/self/smaps').read().splitlines()))")
+    done = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugepage").exists(),
+                    reason="a kernel without transparent huge pages")
+def test_large_reordered_weights_are_advised_huge_pages(tmp_path: Path) -> None:
+    """A classifier's 4 MiB of weights, reordered into oneDNN's layout at create, streams
+    from memory on every call: its bytes come from bg_alloc_constants (bg_alloc.h), in
+    memory advised for huge pages, which needs the module's _GNU_SOURCE."""
+    _need_onednn()
+    b = Builder("classifier")
+    y = b.node("Gemm", [b.input("x", [8, 1024]), b.weight("w", [1024, 1024], 0.03),
+                        b.weight("bias", [1024])], "fc", transB=1)
+    b.outputs.append(b.node("Relu", [y], "y"))
+    case = Case("classifier", b.model, {"x": (8, 1024)}, ("Gemm",))
+    folder = build_cases(tmp_path, [case], composite("onednn", threads=1))
+    check_case(folder, case, "onednn")
+    assert _huge_page_advised_mappings(library(folder / "build", case.name)) >= 1
 
 
 def _convolution_kernels(lib: Path) -> dict[str, str]:

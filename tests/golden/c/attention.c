@@ -395,7 +395,7 @@ int BG_EXPORT(attention__c_create)(bg_env *env)
         }
     }
     {
-        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 18944);
+        unsigned char *const packed = (unsigned char *)bg_alloc_constants(18944);
         if (packed == NULL)
             return fail(env, "c backend: out of memory for the 18944 bytes of packed weights");
         instance->packed = packed;

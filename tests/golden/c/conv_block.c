@@ -193,7 +193,7 @@ int BG_EXPORT(conv_block__c_create)(bg_env *env)
         }
     }
     {
-        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 5568);
+        unsigned char *const packed = (unsigned char *)bg_alloc_constants(5568);
         if (packed == NULL)
             return fail(env, "c backend: out of memory for the 5568 bytes of packed weights");
         instance->packed = packed;

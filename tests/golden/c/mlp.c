@@ -144,7 +144,7 @@ int BG_EXPORT(mlp__c_create)(bg_env *env)
         }
     }
     {
-        unsigned char *const packed = (unsigned char *)aligned_alloc(64, 17408);
+        unsigned char *const packed = (unsigned char *)bg_alloc_constants(17408);
         if (packed == NULL)
             return fail(env, "c backend: out of memory for the 17408 bytes of packed weights");
         instance->packed = packed;
