@@ -7,8 +7,9 @@ onnxruntime, all loaded in one process and timed in alternating blocks.
         --layers 1                                     # ddddocr's recogniser, Conv_17
 
 A model's layer-by-layer profile says which convolutions trail; this isolates one shape from
-the rest of the model, so what is left is oneDNN's kernel against onnxruntime's (MLAS NCHWc)
-at that shape. Prints each engine's best block (ms per call) and its ratio to onnxruntime.
+the rest of the model, so what is left is each engine's kernel at that shape: oneDNN's (in
+both activation layouts) and the `c` host's against onnxruntime's (MLAS NCHWc). Prints each
+engine's best block (ms per call) and its ratio to onnxruntime.
 """
 
 from __future__ import annotations

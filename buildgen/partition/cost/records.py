@@ -72,7 +72,8 @@ def empty_records(source: str = "") -> Records:
 
 
 def optional_records(path: str | Path | None) -> Records | None:
-    """The records a stage's `--records` names: None when it names none."""
+    """The records a stage's `--records` names: None when it names none. An empty path is
+    none too: argparse's default and the stage API's `records=""` both mean "no records"."""
     return load_records(path) if path else None
 
 
