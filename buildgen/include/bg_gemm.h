@@ -132,6 +132,41 @@ static inline int bg__gemm_direct_b(const bg__gemm *g)
            g->M <= BG_GEMM_DIRECT_B_MAX_M;
 }
 
+/* The tiles of rows [ic, ic + mc) in the column panel at j (nr wide) of one K slice, with
+ * the tile epilogue when `ep_now` (the last slice). `next`: NULL, or the next panel of B
+ * packed ahead of time, which each whole tile prefetches its share of as it sweeps k
+ * (BG__PREFETCH_STEP): row block r of P fetches lines [r L / P, (r + 1) L / P) of its L. */
+__attribute__((always_inline)) static inline void
+bg__gemm_panel_tiles(const bg__gemm *g, int64_t kc, const float *ablock, const float *b,
+                     int64_t bs, int64_t ic, int64_t mc, int64_t j, int64_t nr, float beta_k,
+                     int ep_now, const char *next)
+{
+    const int64_t MR = BG_GEMM_MR, NR = BG_GEMM_NR;
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+        const int64_t mr = bg__min64(MR, mc - ir);
+        const float *a = ablock + ir / MR * kc * MR;
+        float *c = g->C + (ic + ir) * g->ldc + j;
+        if (mr == MR && nr == NR && next != NULL) {
+            const int64_t passes = (mc + MR - 1) / MR, lines = kc * NR / 16;
+            const int64_t first = ir / MR * lines / passes;
+            const int64_t count = (ir / MR + 1) * lines / passes - first;
+            bg__tile_ep te;
+            if (ep_now) bg__tile_ep_init(&te, g->ep, ic + ir, j);
+            bg__ukernel_full_pf(kc, a, b, c, g->ldc, g->alpha, beta_k, ep_now ? &te : NULL,
+                                next + 64 * first, count);
+        } else if (mr == MR && nr == NR && ep_now) {
+            bg__tile_ep te;
+            bg__tile_ep_init(&te, g->ep, ic + ir, j);
+            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, &te);
+        } else if (mr == MR && nr == NR) {
+            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, NULL);
+        } else {
+            bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
+            if (ep_now) bg__epilogue_block(c, g->ldc, ic + ir, j, mr, nr, g->ep);
+        }
+    }
+}
+
 /* Rows [i0, i1) x columns [j0, j1) of the GEMM g, with i0 a multiple of MR and j0 of NR:
  * every tile is then the one the whole-matrix loop would compute (same MR x NR grid, same
  * K slices, same edge handling), so splitting C among threads changes no bit of it. */
@@ -198,35 +233,15 @@ static void bg__gemm_blocked(const bg__gemm *g, int64_t i0, int64_t i1, int64_t 
                         b = jr < n_full ? bsrc->data + pc * bsrc->ld + jc + jr : pb;
                         bs = jr < n_full ? bsrc->ld : NR;
                     }
-                    /* Weights packed ahead of time stream from memory: each row block's
-                     * tile prefetches its share of the next panel (bg__PREFETCH_STEP). */
-                    const int64_t passes = (mc + MR - 1) / MR, lines = kc * NR / 16;
-                    const char *next = !bsrc->pack && jr + NR < nc
-                                           ? (const char *)(b + kc * NR) : NULL;
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        const int64_t mr = bg__min64(MR, mc - ir);
-                        const float *a = ablock + ir / MR * kc * MR;
-                        const int64_t pass = ir / MR, first = pass * lines / passes;
-                        const char *pf = next ? next + 64 * first : NULL;
-                        const int64_t pf_lines = (pass + 1) * lines / passes - first;
-                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
-                        const bg__tile_ep *tile_ep = NULL;
-                        bg__tile_ep te;
-                        if (mr == MR && nr == NR && last_k && epilogue) {
-                            bg__tile_ep_init(&te, g->ep, ic + ir, jc + jr);
-                            tile_ep = &te;
-                        }
-                        if (mr == MR && nr == NR && pf != NULL) {
-                            bg__ukernel_full_pf(kc, a, b, c, g->ldc, g->alpha, beta_k, tile_ep,
-                                                pf, pf_lines);
-                        } else if (mr == MR && nr == NR) {
-                            bg__ukernel_full(kc, a, b, bs, c, g->ldc, g->alpha, beta_k, tile_ep);
-                        } else {
-                            bg__ukernel_edge(kc, a, b, bs, c, g->ldc, mr, nr, g->alpha, beta_k);
-                            if (last_k && epilogue)
-                                bg__epilogue_block(c, g->ldc, ic + ir, jc + jr, mr, nr, g->ep);
-                        }
-                    }
+                    /* Weights packed ahead of time stream from memory: each tile
+                     * prefetches its share of the next panel. Two copies of the loop, so
+                     * that every other GEMM keeps the one without (a constant NULL). */
+                    if (!bsrc->pack && jr + NR < nc)
+                        bg__gemm_panel_tiles(g, kc, ablock, b, bs, ic, mc, jc + jr, nr, beta_k,
+                                             last_k && epilogue, (const char *)(b + kc * NR));
+                    else
+                        bg__gemm_panel_tiles(g, kc, ablock, b, bs, ic, mc, jc + jr, nr, beta_k,
+                                             last_k && epilogue, NULL);
                 }
             }
         }
