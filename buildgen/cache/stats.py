@@ -9,14 +9,12 @@ and sets it to the truth again.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildgen.cache.store import open_lock, read_regular
+from buildgen.cache.store import exclusive_lock, read_regular
 from buildgen.fsutil import write_atomic
 
 STATS_FILE = "stats.json"
@@ -30,15 +28,8 @@ class Stats:
     days: tuple[tuple[str, tuple[tuple[str, int], ...]], ...]  # day -> outcome -> count
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with open_lock(root / "stats.lock") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+def _locked(root: Path) -> contextlib.AbstractContextManager[None]:
+    return exclusive_lock(root / "stats.lock")
 
 
 def _read(root: Path) -> dict[str, object]:

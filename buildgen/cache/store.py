@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -148,6 +149,19 @@ def open_lock(path: Path) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Held while the body runs, across processes: an `flock` on `path` (made, with its
+    folder, when missing; opened as `open_lock` opens it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_lock(path) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _is_regular(path: Path) -> bool:

