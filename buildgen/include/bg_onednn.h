@@ -70,6 +70,8 @@ typedef struct bg_dnnl_tensor_spec {
 typedef struct bg_dnnl_tensor {
     const bg_dnnl_tensor_spec *spec;
     dnnl_memory_t memory;   /* its layout and bytes; NULL until its producer runs at create */
+    dnnl_memory_t copy;     /* NULL, or its copy in another layout that a reorder step makes
+                             * for the first reader wanting it, which later ones share */
 } bg_dnnl_tensor;
 
 typedef struct bg_dnnl_step {
@@ -258,6 +260,14 @@ static inline dnnl_status_t bg_dnnl_activation_md(const bg_dnnl_module *m, dnnl_
     memcpy(shape, dims, (size_t)ndims * sizeof *dims);
     dnnl_format_tag_t tag = m->layout == BG_DNNL_ANY ? dnnl_format_tag_any : channels_last[ndims - 3];
     return dnnl_memory_desc_create_with_tag(md, ndims, shape, dnnl_f32, tag);
+}
+
+/* Whether `md` blocks a dimension (nChw16c), as no plain or channels-last layout does. */
+static inline int bg_dnnl_is_blocked(const_dnnl_memory_desc_t md)
+{
+    int nblks = 0;
+    dnnl_memory_desc_query(md, dnnl_query_inner_nblks_s32, &nblks);
+    return nblks != 0;
 }
 
 /* Whether `md` is plain row-major (no blocking, dense strides): a reshape of a plain tensor. */

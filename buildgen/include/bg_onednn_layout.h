@@ -78,7 +78,13 @@ static inline int bg_dnnl_read(bg_dnnl_module *m, bg_dnnl_region *r, bg_dnnl_ten
     if (!t->spec->flexible && bg_dnnl_is_dense(want)
         && dnnl_memory_desc_get_size(want) == dnnl_memory_desc_get_size(have))
         return bg_dnnl_view(m, r, t, want, out);
-    return bg_dnnl_reordered(m, r, t->memory, want, out, what);
+    if (t->copy != NULL && dnnl_memory_desc_equal(bg_dnnl_md_of(t->copy), want)) {
+        *out = t->copy; /* a tensor is written once: the copy made for an earlier reader holds */
+        return 0;
+    }
+    if (bg_dnnl_reordered(m, r, t->memory, want, out, what) != 0) return -1;
+    if (t->copy == NULL) t->copy = *out;
+    return 0;
 }
 
 /* The memory a primitive writes t into when it produces layout `chosen`. A flexible t takes
@@ -107,6 +113,22 @@ static inline int bg_dnnl_write(bg_dnnl_module *m, bg_dnnl_region *r, bg_dnnl_te
         && dnnl_memory_desc_get_size(chosen) == dnnl_memory_desc_get_size(have))
         return bg_dnnl_view(m, r, t, chosen, out);
     *then = t->memory;
+    return bg_dnnl_memory(m, chosen, DNNL_MEMORY_ALLOCATE, out, what);
+}
+
+/* bg_dnnl_write for a flexible t kept in the module's activation layout although the
+ * primitive writes `chosen`: the primitive writes a temporary *out, which a reorder step
+ * copies into t (*then). */
+static inline int bg_dnnl_write_converted(bg_dnnl_module *m, bg_dnnl_region *r, bg_dnnl_tensor *t,
+                                          const_dnnl_memory_desc_t chosen, dnnl_memory_t *out,
+                                          dnnl_memory_t *then, const char *what)
+{
+    dnnl_memory_desc_t md;
+    dnnl_memory_t none;
+    BG_DNNL_TRY(m, what, bg_dnnl_activation_md(m, &md, t->spec->ndims, t->spec->dims));
+    int rc = bg_dnnl_write(m, r, t, md, then, &none, what);
+    dnnl_memory_desc_destroy(md);
+    if (rc != 0) return rc;
     return bg_dnnl_memory(m, chosen, DNNL_MEMORY_ALLOCATE, out, what);
 }
 

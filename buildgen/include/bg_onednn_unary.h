@@ -20,6 +20,8 @@ typedef dnnl_status_t (*bg_dnnl_make_pd)(bg_dnnl_module *m, const void *spec,
 typedef struct bg_dnnl_unary_spec {
     int src, dst;
     int plain;                         /* dst plain (else the layout the primitive picks) */
+    int channels_last;                 /* a pooling after a first layer (bg_dnnl_conv_mds):
+                                        * dst channels-last in such a module, not blocked */
     int ndims;                         /* > 0: view src and dst (plain) with these dims */
     dnnl_dim_t dims[DNNL_MAX_NDIMS];
 } bg_dnnl_unary_spec;
@@ -58,9 +60,13 @@ static inline int bg_dnnl_unary(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     }
     if (u->ndims > 0) {
         if (bg_dnnl_view(m, r, dst, dst_md, &dst_mem) != 0) goto done;
-    } else if (bg_dnnl_write(m, r, dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                             &dst_mem, &then, what) != 0) {
-        goto done;
+    } else {
+        const_dnnl_memory_desc_t chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        int convert = u->channels_last && m->layout == BG_DNNL_CHANNELS_LAST
+                      && dst->spec->flexible && bg_dnnl_is_blocked(chosen);
+        if ((convert ? bg_dnnl_write_converted : bg_dnnl_write)(m, r, dst, chosen, &dst_mem, &then,
+                                                                what) != 0)
+            goto done;
     }
     dnnl_exec_arg_t args[BG_DNNL_MAX_ARGS] = {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_DST, dst_mem}};
     for (int i = 0; i < nextra; ++i) args[2 + i] = extra[i];

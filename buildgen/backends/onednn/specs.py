@@ -48,6 +48,31 @@ def _window_fields(geo: Window, kernel: bool) -> list[tuple[str, str]]:
     return fields
 
 
+FIRST_LAYER_CHANNELS = 4  # an image's RGB(A): oneDNN's direct kernel for NCHW input
+POOLS = frozenset(("MaxPool", "AveragePool"))
+
+
+def first_layer(layout: RegionLayout, graph: Graph, group: Group) -> bool:
+    """Whether a Conv group is a CNN's first layer as bg_dnnl_conv_mds takes it: it reads a
+    plain input of few channels, and poolings alone read its output, which may then be
+    channel-blocked (they write channels-last again: `channels_last` in their spec)."""
+    node = group.anchor
+    if node is None or node.op != "Conv":
+        return False
+    x = graph.type_of(node.inputs[0]).shape
+    readers = graph.consumers(group.output)
+    return (
+        len(x) >= 3 and x[1] <= FIRST_LAYER_CHANNELS
+        and not layout.entry(node.inputs[0]).flexible and layout.entry(group.output).flexible
+        and bool(readers) and all(n.op in POOLS for n in readers)
+    )
+
+
+def _after_first_layer(ctx: Context, tensor: str) -> bool:
+    return any(g.output == tensor and first_layer(ctx.layout, ctx.graph, g)
+               for g in ctx.layout.groups)
+
+
 def _conv(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[str]]:
     graph = ctx.graph
     x, w, y = (graph.type_of(t).shape for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
@@ -75,6 +100,9 @@ def _conv(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[
     else:
         fields += [("bias", "NULL"), ("bias_offset", "-1")]
     fields += _window_fields(geo, kernel=False)
+    if first_layer(ctx.layout, graph, group):
+        fields.append(("first_layer", "1"))
+        notes.append("a first layer: reads the input as NCHW, writes the layout oneDNN picks")
     posts, arrays = step_posts(steps, ctx.layout, graph, ctx.weights, padder(len(y)), ctx.name,
                                sum_step(group, graph))
     ctx.arrays += arrays
@@ -84,9 +112,11 @@ def _conv(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[
 
 
 def _unary_fields(ctx: Context, source: str, group: Group, plain: bool,
-                  view: Sequence[int] = ()) -> list[tuple[str, str]]:
+                  view: Sequence[int] = (), channels_last: bool = False) -> list[tuple[str, str]]:
     fields = [("src", ctx.layout.enum(source)), ("dst", ctx.layout.enum(group.output)),
               ("plain", str(int(plain)))]
+    if channels_last:
+        fields.append(("channels_last", "1"))
     if view:
         fields += [("ndims", str(len(view))), ("dims", dims(view))]
     return fields
@@ -110,7 +140,9 @@ def _pool(ctx: Context, group: Group, node: Node) -> tuple[list[str], str, list[
         alg = "dnnl_pooling_avg_exclude_padding"
     lines = [
         *spec("bg_dnnl_pool_spec", [("alg", alg), *_window_fields(geo, kernel=True)], "pool"),
-        *spec("bg_dnnl_unary_spec", _unary_fields(ctx, node.inputs[0], group, False)),
+        *spec("bg_dnnl_unary_spec", _unary_fields(
+            ctx, node.inputs[0], group, False,
+            channels_last=_after_first_layer(ctx, node.inputs[0]))),
     ]
     return lines, "bg_dnnl_unary(m, r, &spec, bg_dnnl_make_pool, &pool, NULL, 0, NULL, 0", []
 

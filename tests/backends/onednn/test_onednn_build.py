@@ -168,3 +168,39 @@ def test_a_1x1_convolution_keeps_onednns_choice_without_the_preferred_kernel(
         pytest.skip("oneDNN ranks other kernels first on this CPU (not AVX2 without AVX-512)")
     assert [impl for problem, impl in kernels.items() if "kh1" in problem] == \
         ["brgconv_1x1:avx2"], kernels
+
+
+def _executed(lib: Path) -> list[tuple[str, str, str]]:
+    """(primitive, kernel, memory descriptors) of each step a second call runs (oneDNN's
+    verbose log in a fresh process; the first call also runs create's weight reorders)."""
+    code = ("import numpy as np, sys; from buildgen import runtime; c = runtime.load(sys.argv[1]);"
+            "x = [np.ones(i.shape, np.float32) for i in c.inputs]; c(*x); print('second call');"
+            "c(*x)")
+    done = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True,
+                          env={**os.environ, "ONEDNN_VERBOSE": "1"}, check=True)
+    second = done.stdout.split("second call", 1)[1]
+    return [(f[3], f[4], f[6]) for f in (line.split(",") for line in second.splitlines())
+            if f[:2] == ["onednn_verbose", "exec"]]
+
+
+def test_a_first_layer_reads_the_image_as_it_is_and_the_pool_writes_channels_last(
+        quick: Path) -> None:
+    """The stem Conv reads the RGB input in NCHW (no reorder before it) with a direct kernel
+    that writes channel blocks; the MaxPool after it converts back to channels-last, which
+    both Convs reading it take without a reorder of their own."""
+    text = (library(quick / "build", "stem").parent / "src" / "onednn.c").read_text()
+    assert text.count(".first_layer = 1") == 1 and text.count(".channels_last = 1") == 1
+    steps = _executed(library(quick / "build", "stem"))
+    assert not [s for s in steps if s[0] != "concat" and s[1].startswith("ref")], steps
+    kinds = [s[0] for s in steps]
+    assert kinds == ["convolution", "pooling", "reorder", "convolution", "convolution",
+                     "concat"], steps
+    stem, pool, reorder = (_layouts(mds) for _, _, mds in steps[:3])
+    assert stem["src"] == "abcd" and stem["dst"].startswith("aBcd"), steps  # NCHW, channel blocks
+    assert pool["dst"].startswith("aBcd") and reorder["dst"] == "acdb", steps  # into NHWC
+    assert all(_layouts(mds)["src"] == "acdb" for _, _, mds in steps[3:5]), steps
+
+
+def _layouts(mds: str) -> dict[str, str]:
+    """oneDNN's verbose memory descriptors ("src_f32::blocked:abcd::f0 ..."): arg -> format."""
+    return {md.split("_")[0]: md.split(":")[3] for md in mds.split()}

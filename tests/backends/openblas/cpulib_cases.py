@@ -160,6 +160,21 @@ def pools() -> onnx.ModelProto:
     return b.model()
 
 
+def stem() -> onnx.ModelProto:
+    """A CNN's first layer: an RGB image -> Conv (stride 2) -> Relu -> MaxPool, whose output
+    two Convs read (SqueezeNet's fire module: expand 1x1 and 3x3, concatenated)."""
+    b = Builder("stem")
+    x = b.input("x", [1, 3, 33, 33])
+    y = b.node("Conv", [x, b.weight("w", [24, 3, 3, 3]), b.weight("bias", [24])], "conv1",
+               strides=[2, 2])
+    y = b.node("Relu", [y], "relu1")
+    y = b.node("MaxPool", [y], "pool1", kernel_shape=[3, 3], strides=[2, 2])
+    e1 = b.node("Conv", [y, b.weight("we1", [8, 24, 1, 1])], "expand1x1")
+    e3 = b.node("Conv", [y, b.weight("we3", [8, 24, 3, 3])], "expand3x3", pads=[1, 1, 1, 1])
+    b.outputs.append(b.node("Concat", [e1, e3], "y", axis=1))
+    return b.model()
+
+
 def norms() -> onnx.ModelProto:
     b = Builder("norms")
     x = b.input("x", [2, 6, 10])
@@ -260,9 +275,10 @@ ONEDNN_ONLY = (
     Case("pools", pools, {"x": (1, 8, 15, 15)},
          ("MaxPool", "AveragePool", "Conv", "GlobalAveragePool")),
     Case("norms", norms, {"x": (2, 6, 10)}, ("LayerNormalization", "MatMul", "LogSoftmax")),
+    Case("stem", stem, {"x": (1, 3, 33, 33)}, ("Conv", "Relu", "MaxPool", "Concat")),
     Case("silu", silu, {"x": (1, 4, 8, 8)}, ("Conv", "Sigmoid", "Mul")),
     Case("depthwise_3d", depthwise_3d, {"x": (1, 6, 9, 9), "v": (1, 2, 5, 6, 7)},
          ("Conv", "Relu", "HardSwish")),
 )
 # Built in the quick suite (one small build per backend); the others are slow.
-QUICK = ("conv_block", "mm_batched", "mm_clip_open")
+QUICK = ("conv_block", "mm_batched", "mm_clip_open", "stem")
