@@ -12,13 +12,14 @@
 #endif
 
 /* Memory for the constants a model instance makes at create (weights packed into the `c`
- * host's kernels' layouts, or reordered into oneDNN's), released with free(). Every call reads all of it, so weights larger than the
- * caches stream from DRAM on each call; in 4 KiB pages such a stream pays a TLB miss per
- * page and the hardware prefetcher stops at every page boundary. Blocks of 2 MiB or more
- * are therefore aligned to 2 MiB and advised as transparent huge pages before the packing
- * touches them (Linux's default THP mode honours only such advice). Measured on a Zen 3
- * core: the 20 x 1024 -> 8210 classifier of ddddocr's recogniser (33 MB of weights)
- * 10-18% faster. The advice may be refused (THP off): the memory works the same. */
+ * host's kernels' layouts, or reordered into oneDNN's), released with free(). Every call
+ * reads all of it, so weights larger than the caches stream from DRAM on each call; in
+ * 4 KiB pages such a stream pays a TLB miss per page and the hardware prefetcher stops at
+ * every page boundary. Blocks of 2 MiB or more are therefore aligned to 2 MiB and advised
+ * as transparent huge pages before the packing touches them (Linux's default THP mode
+ * honours only such advice). Measured on a Zen 3 core: the 20 x 1024 -> 8210 classifier
+ * of ddddocr's recogniser (33 MB of weights) 10-18% faster. The advice may be refused
+ * (THP off): the memory works the same. */
 #define BG_HUGE_PAGE_BYTES ((size_t)2 << 20)
 static inline void *bg_alloc_constants(size_t bytes)
 {
