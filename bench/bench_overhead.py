@@ -94,6 +94,9 @@ def _environment(root: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["BUILDGEN_CACHE_DIR"] = str(root / "cache")
     env["BUILDGEN_WORKER_DIR"] = str(root / "workers")
+    # The kernels compiled at install time (buildgen/cache/prebuilt.py) only where a row
+    # says so: every other row measures the build as it runs without them.
+    env["BUILDGEN_PREBUILT"] = "off"
     return env
 
 
@@ -372,12 +375,29 @@ def _versus_tvm(folder: Path, env: dict[str, str], tvm_python: str
     _one_model_build(folder / "other", other, warm_env)
     warm = _one_model_build(folder / "warm", model, warm_env)
     against = f"TVM's compile ({theirs:.1f} s; target <= 0.5x)"
-    return [
-        (f"clean build of {model}, empty cache: buildgen", f"{cold:.1f} s",
+    rows = [
+        (f"clean build of {model}, empty cache, kernels compiled in the build", f"{cold:.1f} s",
          f"{cold / theirs:.2f}x {against}"),
         (f"clean build of {model}, kernels cached by another model's build", f"{warm:.1f} s",
          f"{warm / theirs:.2f}x {against}"),
     ]
+    installed = _installed_kernels(env)
+    if installed is None:
+        return [*rows, (f"clean build of {model}, empty cache, kernels from the install",
+                        "skipped", "no buildgen/_prebuilt store: `pip install` fills it")]
+    installed_env = {**env, "BUILDGEN_CACHE_DIR": str(folder / "c3"),
+                     "BUILDGEN_PREBUILT": installed}
+    fresh = _one_model_build(folder / "installed", model, installed_env)
+    return [*rows, (f"clean build of {model}, empty cache, kernels from the install",
+                    f"{fresh:.1f} s", f"{fresh / theirs:.2f}x {against}")]
+
+
+def _installed_kernels(env: dict[str, str]) -> str | None:
+    """The store `pip install` filled (buildgen/cache/prebuilt.py), as the interpreter
+    the builds run with finds it."""
+    found = _run([sys.executable, "-c", "from buildgen.cache.prebuilt import installed_store;"
+                  "print(installed_store() or '')"], REPO, env).strip()
+    return found or None
 
 
 def _one_model_build(folder: Path, model: str, env: dict[str, str]) -> float:

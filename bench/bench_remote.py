@@ -85,6 +85,7 @@ def write_project(root: Path, entries: dict[str, dict[str, object]]) -> None:
 
 def build(root: Path, jobs: int, **env: str) -> Build:
     full = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    full["BUILDGEN_PREBUILT"] = "off"  # kernels compiled in the build
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
     full.update(BUILDGEN_CACHE_DIR=str(root / "cache"), **env)
     started = time.monotonic()

@@ -29,22 +29,28 @@ DepSet = tuple[str, ...]
 
 class DepSets:
     def __init__(
-        self, base: str, store: LocalStore, remote: RemoteStore | None, uses_depfile: bool
+        self, base: str, store: LocalStore, remote: RemoteStore | None, uses_depfile: bool,
+        prebuilt: LocalStore | None = None,
     ):
         self.key = depsets_key(base)
         self.store = store
         self.remote = remote
+        self.prebuilt = prebuilt  # read only (buildgen/cache/prebuilt.py)
         self.uses_depfile = uses_depfile
         self._local: list[DepSet] | None = None
         self._remote: list[DepSet] | None = None
 
     def candidates(self, where: str) -> list[DepSet]:
-        """The sets to try in the local store or the remote cache, in order."""
+        """The sets to try in the local store, the prebuilt one or the remote cache, in
+        that order: each only those not tried before it."""
         if not self.uses_depfile:
             return [()]
         if where == "local":
             return self._local_sets()
         tried = set(self._local_sets())
+        if where == "prebuilt":
+            return [s for s in self._prebuilt_sets() if s not in tried]
+        tried.update(self._prebuilt_sets())
         return [s for s in self._remote_sets() if s not in tried]
 
     def record(self, names: DepSet, push: bool = True) -> int:
@@ -76,6 +82,12 @@ class DepSets:
             blob = _blob_of(entry, self.store.get_blob)
             self._local = _decode(blob)
         return self._local
+
+    def _prebuilt_sets(self) -> list[DepSet]:
+        if self.prebuilt is None:
+            return []
+        entry = self.prebuilt.get_action(self.key)
+        return _decode(_blob_of(entry, self.prebuilt.get_blob))
 
     def _remote_sets(self) -> list[DepSet]:
         if self._remote is None:

@@ -1,6 +1,7 @@
 """`python -m buildgen.cache exec ... -- <command>`: run one action through the cache.
 
-Look the action up (local store, then the remote cache); on a hit, write its outputs and
+Look the action up (local store, the kernels compiled at install time, then the remote
+cache: buildgen/cache/prebuilt.py); on a hit, write its outputs and
 its depfile without running the tool; otherwise run the command and, when it succeeds,
 store its outputs (and push them to the remote unless it is read-only). A failing command
 stores nothing. The cache never fails a build: anything wrong with it (a missing blob, a
@@ -108,6 +109,7 @@ class CachedAction:
         self.build = build
         self.frame = PathFrame.of(str(build), spec.root)
         self.store = LocalStore(settings.dir)
+        self.prebuilt = LocalStore(settings.prebuilt) if settings.prebuilt else None
         self.memo = Memo(settings.dir / "memo")
         self.remote = _open_remote(settings, build)
         self.added = 0  # bytes stored locally by this action
@@ -127,7 +129,8 @@ class CachedAction:
         except OSError:
             return "ran", run_command(self.spec).code  # an unreadable tool or input: no key
         base = base_key(parts)
-        depsets = DepSets(base, self.store, self.remote, self.spec.depfile is not None)
+        depsets = DepSets(base, self.store, self.remote, self.spec.depfile is not None,
+                          self.prebuilt)
         outcome = self._lookup(base, depsets)
         code = 0
         saved: _Saved | None = None
@@ -183,9 +186,12 @@ class CachedAction:
     # -- hits ------------------------------------------------------------------------------
 
     def _lookup(self, base: str, depsets: DepSets) -> str | None:
-        for where in ("local", "remote"):
-            if where == "remote" and self.remote is None:
-                break
+        """Where the hit came from: "local" (the local store or the prebuilt one: both
+        are this machine's disk) or "remote"; None on a miss."""
+        for where in ("local", "prebuilt", "remote"):
+            if (where == "prebuilt" and self.prebuilt is None
+                    or where == "remote" and self.remote is None):
+                continue
             for names in depsets.candidates(where):
                 hidden = hidden_digests(self.frame, names)
                 if hidden is None:
@@ -197,15 +203,17 @@ class CachedAction:
                     if where == "remote":  # the next lookup finds the set locally
                         with contextlib.suppress(OSError):
                             self.added += depsets.record(names, push=False)
-                    return where
+                    return "local" if where == "prebuilt" else where
         return None
 
     def _restore(self, key: str, where: str) -> bool:
         fetch: Callable[[str, int], bytes | None]
         try:
-            if where == "local":
-                result = self.store.get_action(key)
-                fetch = self.store.get_blob
+            if where in ("local", "prebuilt"):
+                store = self.store if where == "local" else self.prebuilt
+                assert store is not None
+                result = store.get_action(key)
+                fetch = store.get_blob
             else:
                 assert self.remote is not None
                 result = self.remote.get_action(key)

@@ -3,8 +3,12 @@
 A key covers the rule, the command line, the bytes of every input, the identity of every
 tool and the libraries a link reads — and nothing about where the checkout lives, so two
 clones at different paths share keys. Paths are named in a *frame*: a file under the build
-dir is `<build>/rel`, one under the source root `<root>/rel`, anything else (a system
-header, a tool) keeps its absolute path, identified by its bytes or its version.
+dir is `<build>/rel`, one under the source root `<root>/rel`, one of buildgen's own files
+(its C headers and kernels sources) `<buildgen>/rel` wherever buildgen is installed,
+anything else (a system header, a tool) keeps its absolute path, identified by its bytes or
+its version. So the c host's kernels have one key in every project and every installation
+of the same buildgen: the store filled at install time (buildgen/cache/prebuilt.py) holds
+them under it.
 
 Inputs found only by running the action (headers, external-data files: a depfile's
 prerequisites) are handled as ccache's direct mode does: the *base key* covers the command,
@@ -22,11 +26,16 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
-KEY_FORMAT = 2  # bumped whenever what a key covers changes: old entries then simply miss
+KEY_FORMAT = 3  # bumped whenever what a key covers changes: old entries then simply miss
 BUILD_TOKEN = "<build>"
 ROOT_TOKEN = "<root>"
+PACKAGE_TOKEN = "<buildgen>"
+# buildgen's package folder, resolved as buildgen.resources resolves it (the paths gen
+# writes for its headers come from there).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 MISSING = "missing"  # the digest of a file that does not exist
 _CHUNK = 1 << 20
 MEMO_MIN_BYTES = 1 << 20  # smaller files hash faster than a memo entry is read
@@ -39,22 +48,26 @@ class PathFrame:
 
     build: str  # absolute, normalized: ninja's cwd
     root: str  # absolute, normalized: the manifest's folder
+    package: str = PACKAGE_DIR  # buildgen's own folder
 
     @classmethod
-    def of(cls, build: str, root: str) -> PathFrame:
+    def of(cls, build: str, root: str, package: str = PACKAGE_DIR) -> PathFrame:
         """`root` may be relative to `build` (as build.ninja writes it)."""
         build = os.path.normpath(os.path.abspath(build))
-        return cls(build, os.path.normpath(os.path.join(build, root)))
+        return cls(build, os.path.normpath(os.path.join(build, root)), package)
 
+    @cached_property
     def _bases(self) -> tuple[tuple[str, str], ...]:
-        # The longer (inner) folder first: the build dir usually lies inside the root.
-        pairs = ((BUILD_TOKEN, self.build), (ROOT_TOKEN, self.root))
+        # The longer (inner) folder first: the build dir usually lies inside the root, and
+        # in a checkout of buildgen its package lies inside the root too.
+        pairs = ((BUILD_TOKEN, self.build), (ROOT_TOKEN, self.root),
+                 (PACKAGE_TOKEN, self.package))
         return tuple(sorted(pairs, key=lambda p: -len(p[1])))
 
     def name(self, path: str) -> str:
         """A file's name in keys; `path` is absolute or relative to the build dir."""
         absolute = os.path.normpath(os.path.join(self.build, path))
-        for token, base in self._bases():
+        for token, base in self._bases:
             if absolute == base:
                 return token
             if absolute.startswith(base.rstrip("/") + "/"):
@@ -63,7 +76,7 @@ class PathFrame:
 
     def local(self, name: str) -> str:
         """The path (relative to the build dir where it can be) a key's name stands for."""
-        for token, base in self._bases():
+        for token, base in self._bases:
             if name == token or name.startswith(token + "/"):
                 absolute = os.path.normpath(base + name[len(token) :])
                 return os.path.relpath(absolute, self.build)
@@ -73,7 +86,7 @@ class PathFrame:
         """A command-line word with the frame's absolute folders replaced by tokens, so
         `-I/home/a/repo/include` and `-I/home/b/repo/include` read the same. Relative
         words are already relative to the build dir and stay as written."""
-        for token, base in self._bases():
+        for token, base in self._bases:
             if base == "/" or base not in arg:  # most words name no absolute folder
                 continue
             pattern = re.compile(re.escape(base) + r"(?=/|$|[\s:;,=])")

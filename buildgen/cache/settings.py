@@ -12,6 +12,9 @@ a command nor any action key depends on them. Environment variables (for CI) ove
     BUILDGEN_REMOTE_CACHE_TIMEOUT=60   seconds one remote request may take in all (connect,
                                        send, answer); after the first one that fails, the
                                        build stops asking the remote (remote.py)
+    BUILDGEN_PREBUILT=off              do not read the store of kernels compiled when
+                                       buildgen was installed (prebuilt.py); =<folder>:
+                                       read that store instead
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ ENV_MAX_SIZE = "BUILDGEN_CACHE_MAX_SIZE"
 ENV_REMOTE = "BUILDGEN_REMOTE_CACHE"
 ENV_READ_ONLY = "BUILDGEN_REMOTE_CACHE_READ_ONLY"
 ENV_REMOTE_TIMEOUT = "BUILDGEN_REMOTE_CACHE_TIMEOUT"
+ENV_PREBUILT = "BUILDGEN_PREBUILT"
 
 _UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
           "KI": 2**10, "MI": 2**20, "GI": 2**30, "TI": 2**40}  # fmt: skip
@@ -63,6 +67,7 @@ class CacheSettings:
     read_only: bool = False
     remote_timeout: float | None = None  # s per remote request; None: the client's default
     executor: ExecutorSettings | None = None  # remote execution (buildgen.remote)
+    prebuilt: Path | None = None  # the read-only store filled at install (prebuilt.py)
 
 
 def parse_size(text: str) -> int:
@@ -147,7 +152,19 @@ def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> C
         read_only=_flag(env, ENV_READ_ONLY, bool(section.get("read_only", False))),
         remote_timeout=_seconds(env, ENV_REMOTE_TIMEOUT),
         executor=executor,
+        prebuilt=_prebuilt_store(env),
     )
+
+
+def _prebuilt_store(env: Mapping[str, str]) -> Path | None:
+    value = env.get(ENV_PREBUILT, "").strip()
+    if value.lower() in _FALSE:
+        return None
+    if value and value.lower() not in _TRUE:
+        return Path(os.path.abspath(value))
+    from buildgen.cache.prebuilt import installed_store
+
+    return installed_store()
 
 
 def _seconds(env: Mapping[str, str], name: str) -> float | None:

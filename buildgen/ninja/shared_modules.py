@@ -296,12 +296,16 @@ def _group_actions(group: _Group, ctx: GenContext) -> list[Action]:
 
 
 def _fixed_group_actions(group: _Group, ctx: GenContext) -> list[Action]:
-    includes = ("-I" + ctx.path(ctx.include_dir),)
+    # buildgen's own sources, named absolute even in a project inside buildgen's checkout:
+    # the cache names them `<buildgen>/...` only so (a relative word on a command line stays
+    # as written), and these objects then have one key in every project and installation,
+    # the key the store filled at install time holds them under (buildgen/cache/prebuilt.py).
+    includes = ("-I" + ctx.include_dir.as_posix(),)
     actions = [
         Action(
             rule=rules.COMPILE.name,
             outputs=(obj,),
-            inputs=(ctx.path(Path(source)),),
+            inputs=(Path(source).as_posix(),),
             description=f"CC {obj}",
             variables=rules.compile_variables(toolchain, includes),
             pool=toolchain.pool,

@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def wrapper_env(cache: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["BUILDGEN_CACHE_DIR"] = str(cache)
     env.update(extra)

@@ -31,6 +31,7 @@ def make_clone(dest: Path) -> Path:
 
 def start_build(clone: Path, cache: Path, *names: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["BUILDGEN_CACHE_DIR"] = str(cache)
     return subprocess.Popen(

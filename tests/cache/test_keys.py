@@ -98,6 +98,21 @@ def test_paths_are_named_by_the_build_dir_and_the_root():
     assert other.name("/w/clone/m.onnx") == "<root>/m.onnx"
 
 
+def test_buildgens_own_files_have_one_name_wherever_it_is_installed():
+    """Its kernels sources and headers: so their objects share a key across projects and
+    installations (the store filled at install time, buildgen/cache/prebuilt.py)."""
+    venv = PathFrame.of("/p/build", "..", "/venv/site-packages/buildgen")
+    checkout = PathFrame.of("/w/clone/build", "..", "/w/clone/buildgen")  # editable, inside
+    assert venv.name("/venv/site-packages/buildgen/include/bg_gemm.h") == (
+        "<buildgen>/include/bg_gemm.h")
+    assert checkout.name("../buildgen/include/bg_gemm.h") == "<buildgen>/include/bg_gemm.h"
+    assert checkout.argument("-I/w/clone/buildgen/include") == "-I<buildgen>/include"
+    assert venv.argument("-I/venv/site-packages/buildgen/include") == "-I<buildgen>/include"
+    assert checkout.name("../buildgenx/a.c") == "<root>/buildgenx/a.c"
+    assert checkout.local("<buildgen>/include/h.h") == "../buildgen/include/h.h"
+    assert checkout.name("mlp/graph.json") == "<build>/mlp/graph.json"
+
+
 # -- the import stage, for real: weights and shapes ------------------------------------------
 
 

@@ -55,6 +55,7 @@ def write_project(root: Path, hiddens: Iterable[int], name: str | None = None) -
 def environment(cache_dir: Path, worker_dir: Path, *, cache: bool, workers: bool,
                 **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     env["PYTHONPATH"] = str(REPO)
     env["BUILDGEN_CACHE_DIR"] = str(cache_dir)
     env["BUILDGEN_WORKER_DIR"] = str(worker_dir)

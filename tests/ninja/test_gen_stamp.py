@@ -28,6 +28,7 @@ def gen_and_stamp(manifest: Path, build_dir: Path | None = None) -> Path:
 def manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in [k for k in os.environ if k.startswith("BUILDGEN_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("BUILDGEN_PREBUILT", "off")  # as tests/conftest.py says
     return write_project(tmp_path / "p")
 
 
@@ -70,7 +71,8 @@ def test_build_dir_from_the_manifest_or_the_command_line(manifest: Path) -> None
 
 def test_a_no_op_build_imports_no_manifest_machinery(manifest: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")},
-           "PYTHONPATH": str(REPO), "BUILDGEN_CACHE_DIR": str(manifest.parent / "cache")}
+           "PYTHONPATH": str(REPO), "BUILDGEN_CACHE_DIR": str(manifest.parent / "cache"),
+           "BUILDGEN_PREBUILT": "off"}
 
     def build(*flags: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([sys.executable, *flags, "-m", "buildgen", "build"],

@@ -45,6 +45,7 @@ def _clone(dest: Path) -> Path:
 
 def _build(clone: Path, cache: Path, **env: str) -> Built:
     full = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    full["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
     full.update(BUILDGEN_CACHE_DIR=str(cache), **env)
     done = subprocess.run([sys.executable, "-m", "buildgen", "build", "-j", "4"], cwd=clone,

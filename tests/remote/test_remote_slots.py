@@ -117,6 +117,7 @@ def test_fallbacks_run_at_most_local_jobs_at_a_time(tmp_path: Path) -> None:
         remote: {{executor: "grpc://127.0.0.1:9", jobs: 6}}
     """))
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     env.update(PYTHONPATH=str(REPO), BUILDGEN_CACHE_DIR=str(tmp_path / "cache"),
                BUILDGEN_REMOTE_LOCAL_JOBS="2")
     done = subprocess.run([sys.executable, "-m", "buildgen", "build"], cwd=tmp_path, env=env,

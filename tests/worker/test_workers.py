@@ -49,6 +49,7 @@ def make_project(folder: Path) -> Path:
 
 def environment(workers: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDGEN_")}
+    env["BUILDGEN_PREBUILT"] = "off"  # as tests/conftest.py says
     env["PYTHONPATH"] = str(REPO)
     env["BUILDGEN_WORKER_DIR"] = str(workers)
     env["BUILDGEN_CACHE_DIR"] = str(workers.parent / "cache")
