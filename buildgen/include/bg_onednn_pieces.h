@@ -132,9 +132,7 @@ static inline int bg_dnnl_split(bg_dnnl_module *m, bg_dnnl_region *r, const bg_d
     bg_dnnl_tensor *src = &r->tensors[s->src];
     if (src->memory == NULL) return bg_dnnl_fail(m->env, src->spec->name, "read before it is written");
     dnnl_memory_t from = src->memory;
-    int nblks = 0;
-    dnnl_memory_desc_query(bg_dnnl_md_of(from), dnnl_query_inner_nblks_s32, &nblks);
-    if (nblks != 0) {
+    if (bg_dnnl_is_blocked(bg_dnnl_md_of(from))) {
         dnnl_memory_desc_t flat;
         BG_DNNL_TRY(m, what, bg_dnnl_same_order_md(&flat, bg_dnnl_md_of(from), src->spec->ndims,
                                                    src->spec->dims));
