@@ -38,6 +38,7 @@ class DepSets:
         self.prebuilt = prebuilt  # read only (buildgen/cache/prebuilt.py)
         self.uses_depfile = uses_depfile
         self._local: list[DepSet] | None = None
+        self._prebuilt: list[DepSet] | None = None
         self._remote: list[DepSet] | None = None
 
     def candidates(self, where: str) -> list[DepSet]:
@@ -84,10 +85,12 @@ class DepSets:
         return self._local
 
     def _prebuilt_sets(self) -> list[DepSet]:
-        if self.prebuilt is None:
-            return []
-        entry = self.prebuilt.get_action(self.key)
-        return _decode(_blob_of(entry, self.prebuilt.get_blob))
+        if self._prebuilt is None:
+            self._prebuilt = []
+            if self.prebuilt is not None:
+                entry = self.prebuilt.get_action(self.key)
+                self._prebuilt = _decode(_blob_of(entry, self.prebuilt.get_blob))
+        return self._prebuilt
 
     def _remote_sets(self) -> list[DepSet]:
         if self._remote is None:

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from buildgen.cache.keys import PACKAGE_DIR
+
 STORE_FOLDER = "_prebuilt"  # in buildgen's package folder
 # What the store keeps of an action cache's folder: entries and blobs, not its statistics,
 # tool memo or lock files (they describe the process that filled it).
@@ -47,7 +49,7 @@ models:
 
 def installed_store() -> Path | None:
     """The store setup.py filled in this installation, if it did."""
-    store = Path(__file__).resolve().parents[1] / STORE_FOLDER
+    store = Path(PACKAGE_DIR) / STORE_FOLDER
     return store if (store / "ac").is_dir() else None
 
 
