@@ -171,7 +171,7 @@ def hidden_digests(frame: PathFrame, names: Sequence[str]) -> list[tuple[str, st
     """(name, digest) of each hidden input in this checkout; None if one is missing."""
     out = []
     for name in names:
-        digest = file_digest(frame.local(name))
+        digest = file_digest(frame.absolute(name))
         if digest == "missing":
             return None
         out.append((name, digest))

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 
 def parse_depfile(text: str) -> list[str]:
     """Every prerequisite named in `text` (all rules of the file), in order, without
     repeats. Handles `\\`-newline continuations, `\\ ` and `\\#` escapes and `$$`."""
+    return list(_parsed(text))
+
+
+# A runner (buildgen/worker/runner.py) reads the same depfile text again and again: a
+# rebuilt source includes the headers it did before.
+@lru_cache(maxsize=64)
+def _parsed(text: str) -> tuple[str, ...]:
     words = _words(text.replace("\\\r\n", " ").replace("\\\n", " "))
     deps: list[str] = []
     seen: set[str] = set()
@@ -29,7 +37,7 @@ def parse_depfile(text: str) -> list[str]:
         if word and word not in seen:
             seen.add(word)
             deps.append(word)
-    return deps
+    return tuple(deps)
 
 
 # One token per match (runs of plain characters whole, so a depfile of a few hundred

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Protocol
 
 KEY_FORMAT = 3  # bumped whenever what a key covers changes: old entries then simply miss
@@ -66,21 +66,15 @@ class PathFrame:
 
     def name(self, path: str) -> str:
         """A file's name in keys; `path` is absolute or relative to the build dir."""
-        absolute = os.path.normpath(os.path.join(self.build, path))
-        for token, base in self._bases:
-            if absolute == base:
-                return token
-            if absolute.startswith(base.rstrip("/") + "/"):
-                return token + "/" + absolute[len(base.rstrip("/")) + 1 :]
-        return absolute
+        return _name_in(self, path)
 
     def local(self, name: str) -> str:
         """The path (relative to the build dir where it can be) a key's name stands for."""
-        for token, base in self._bases:
-            if name == token or name.startswith(token + "/"):
-                absolute = os.path.normpath(base + name[len(token) :])
-                return os.path.relpath(absolute, self.build)
-        return name
+        return _local_in(self, name)
+
+    def absolute(self, name: str) -> str:
+        """The absolute path a key's name stands for."""
+        return _absolute_in(self, name)
 
     def argument(self, arg: str) -> str:
         """A command-line word with the frame's absolute folders replaced by tokens, so
@@ -92,6 +86,34 @@ class PathFrame:
             pattern = re.compile(re.escape(base) + r"(?=/|$|[\s:;,=])")
             arg = _replace_paths(pattern, token, arg)
         return arg
+
+
+# Memoized per frame and path (frames compare by value, so a runner's next action, with a
+# frame of its own, finds them): every action names its compile's ~40 headers twice, and
+# each name is a join, a normpath and a relpath in Python.
+@lru_cache(maxsize=1 << 15)
+def _name_in(frame: PathFrame, path: str) -> str:
+    absolute = os.path.normpath(os.path.join(frame.build, path))
+    for token, base in frame._bases:
+        if absolute == base:
+            return token
+        if absolute.startswith(base.rstrip("/") + "/"):
+            return token + "/" + absolute[len(base.rstrip("/")) + 1 :]
+    return absolute
+
+
+@lru_cache(maxsize=1 << 15)
+def _absolute_in(frame: PathFrame, name: str) -> str:
+    for token, base in frame._bases:
+        if name == token or name.startswith(token + "/"):
+            return os.path.normpath(base + name[len(token) :])
+    return name
+
+
+@lru_cache(maxsize=1 << 15)
+def _local_in(frame: PathFrame, name: str) -> str:
+    absolute = _absolute_in(frame, name)
+    return absolute if absolute == name else os.path.relpath(absolute, frame.build)
 
 
 def _replace_paths(pattern: re.Pattern[str], token: str, word: str) -> str:

@@ -116,14 +116,45 @@ def enabled_at_gen(options: CacheOptions, env: Mapping[str, str] | None = None) 
 def load_settings(build_dir: Path, env: Mapping[str, str] | None = None) -> CacheSettings:
     """The settings for actions of the build in `build_dir`."""
     env = os.environ if env is None else env
+    text = _read_small(os.path.join(build_dir, SETTINGS_FILE))
+    # The folder too: a relative $BUILDGEN_CACHE_DIR is relative to it.
+    asked = (text, tuple(env.items()), os.getcwd())
+    if (known := _RESOLVED.get(asked)) is not None:
+        return known
     section: dict[str, object] = {}
+    if text is not None:
+        try:
+            section = json.loads(text)
+        except ValueError as exc:
+            raise SettingsError(
+                f"{build_dir / SETTINGS_FILE}: {exc}; run `buildgen gen`") from None
+    settings = resolve_settings(section, env)
+    if settings.executor is None:  # an executor's settings read files too (its token)
+        if len(_RESOLVED) >= 64:
+            _RESOLVED.clear()
+        _RESOLVED[asked] = settings
+    return settings
+
+
+def _read_small(path: str) -> bytes | None:
+    """A small file's bytes, None when it is missing: by os.read, as every action reads it
+    (Path.read_text's text layer costs more than the read)."""
     try:
-        section = json.loads((build_dir / SETTINGS_FILE).read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        pass
-    except ValueError as exc:
-        raise SettingsError(f"{build_dir / SETTINGS_FILE}: {exc}; run `buildgen gen`") from None
-    return resolve_settings(section, env)
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+# What load_settings resolved in this process, by the settings file's text and the
+# environment: a worker's runner reads the same ones for every action of a build.
+_RESOLVED: dict[tuple[bytes | None, tuple[tuple[str, str], ...], str], CacheSettings] = {}
 
 
 def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> CacheSettings:

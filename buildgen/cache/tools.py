@@ -33,24 +33,41 @@ _STAGE_DISTRIBUTIONS = ("onnx", "numpy", "pyyaml", "jsonschema")
 
 
 class Memo:
-    """Small JSON values under `folder`, keyed by the sha256 of a fingerprint."""
+    """Small JSON values under `folder`, keyed by the sha256 of a fingerprint.
+
+    What this process found is kept in memory too (a worker's runner serves many actions:
+    each then pays no read of the entry): a fingerprint stands for the same value wherever
+    it is looked up, so the folder it came from does not matter."""
+
+    _known: dict[str, str] = {}
+    _LIMIT = 4096
 
     def __init__(self, folder: Path):
         self.folder = folder
 
     def get_or_compute(self, fingerprint: object, compute: Callable[[], str]) -> str:
         text = json.dumps([MEMO_FORMAT, fingerprint], sort_keys=True)
+        if (known := Memo._known.get(text)) is not None:
+            return known
         key = hashlib.sha256(text.encode()).hexdigest()
-        path = self.folder / key[:2] / key
+        value = self._stored(key)
+        if value is None:
+            value = compute()
+            # A read-only or full cache folder costs a probe next time, nothing more.
+            with contextlib.suppress(OSError):
+                write_atomic(self.folder / key[:2] / key,
+                             json.dumps({"format": MEMO_FORMAT, "value": value}))
+        if len(Memo._known) >= Memo._LIMIT:
+            Memo._known.clear()
+        Memo._known[text] = value
+        return value
+
+    def _stored(self, key: str) -> str | None:
         data = read_regular(self.folder, (key[:2], key), limit=1 << 20)
         if data is not None:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 return str(json.loads(data)["value"])
-        value = compute()
-        # A read-only or full cache folder costs a probe next time, nothing more.
-        with contextlib.suppress(OSError):
-            write_atomic(path, json.dumps({"format": MEMO_FORMAT, "value": value}))
-        return value
+        return None
 
 
 def command_tools(command: Sequence[str]) -> list[tuple[str, str]]:

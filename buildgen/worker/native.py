@@ -30,6 +30,7 @@ from buildgen.worker.client import worker_dir
 
 SOURCE = Path(__file__).with_name("client.c")
 ENV_CLIENT = "BUILDGEN_WORKER_CLIENT"  # python: start actions through client.py
+_HOW = "static, else dynamic"  # how _compile links: in the kept client's name
 
 
 def client_name() -> str | None:
@@ -69,15 +70,28 @@ def _kept_path(compiler: str) -> Path | None:
         source = SOURCE.read_bytes()
     except OSError:
         return None
-    stamp = f"{os.path.realpath(compiler)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode()
+    stamp = (f"{os.path.realpath(compiler)}\0{info.st_size}\0{info.st_mtime_ns}\0"
+             f"{_HOW}\0").encode()
     return Path(folder) / f"client-{hashlib.sha256(stamp + source).hexdigest()[:24]}"
 
 
 def _compile(compiler: str) -> bytes | None:
+    """Linked statically where the C library allows it: a static program starts without
+    the dynamic loader, ~0.13 ms of every action (25 runs, this 2-core machine); else
+    dynamically."""
+    for link in (["-static"], []):
+        binary = _compile_with(compiler, link)
+        if binary is not None:
+            return binary
+    return None
+
+
+def _compile_with(compiler: str, link: list[str]) -> bytes | None:
     with tempfile.TemporaryDirectory(prefix="buildgen-client-") as scratch:
         program = os.path.join(scratch, "client")
         try:
-            done = subprocess.run([compiler, "-O2", "-std=gnu11", "-o", program, str(SOURCE)],
+            done = subprocess.run([compiler, "-O2", "-std=gnu11", *link, "-o", program,
+                                   str(SOURCE)],
                                   capture_output=True, check=False, timeout=120)
             if done.returncode != 0:
                 return None
