@@ -10,6 +10,21 @@ import stat
 from pathlib import Path
 
 
+def read_file(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
+    """A file's bytes and its status, through one descriptor: what every action reads
+    (its settings, its depfile, its outputs) costs a syscall or three, not the layers of
+    Path.read_text or open()."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        chunks = []
+        while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks), info
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes | str,
                  executable: bool = False) -> None:
     """Write via a temp file in the same folder and rename, so a crash never leaves a half file.

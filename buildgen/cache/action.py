@@ -14,7 +14,6 @@ command plus these words, which only change when the graph does.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from buildgen.cache.keys import KeyParts, PathFrame, base_key, file_digest, tool
 from buildgen.cache.tools import (
     Memo,
     command_tools,
+    interpreter_path,
     library_search_dirs,
     native_cpu,
     tool_identity,
@@ -135,7 +135,7 @@ def key_parts(spec: ActionSpec, frame: PathFrame, memo: Memo) -> KeyParts:
         libraries = library_digests(found, memo)
     # The interpreter is named by what it is (python_identity), not by the path that
     # reached it: `python3` here, `/usr/bin/python3.11` on another machine, one key.
-    interpreter = {word for word, path in tools if path == os.path.realpath(sys.executable)}
+    interpreter = {word for word, path in tools if path == interpreter_path()}
     identities = [
         (PYTHON_WORD if word in interpreter else word, tool_identity(path, memo))
         for word, path in tools

@@ -40,6 +40,7 @@ from buildgen.cache.settings import REMOTE_STATE, CacheSettings, SettingsError, 
 from buildgen.cache.store import LocalStore
 from buildgen.cache.tools import Memo
 from buildgen.errors import os_error
+from buildgen.fsutil import read_file
 from buildgen.remote.rules import LocalOnly, sent_remotely
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ class CachedAction:
         names: tuple[str, ...] = ()
         try:
             if self.spec.depfile:
-                prerequisites = parse_depfile(Path(self.spec.depfile).read_text())
+                prerequisites = parse_depfile(read_file(self.spec.depfile)[0].decode())
                 names = hidden_inputs(self.spec, self.frame, prerequisites)
             hidden = hidden_digests(self.frame, names)
             if hidden is None:
@@ -300,8 +301,8 @@ class CachedAction:
     def _collect(self) -> list[tuple[OutputFile, bytes]]:
         outputs = []
         for path, name in zip(self.spec.outputs, self._names(), strict=True):
-            data = Path(path).read_bytes()
-            executable = bool(os.stat(path).st_mode & 0o100)
+            data, info = read_file(path)
+            executable = bool(info.st_mode & 0o100)
             digest = hashlib.sha256(data).hexdigest()
             outputs.append((OutputFile(name, digest, len(data), executable), data))
         return outputs

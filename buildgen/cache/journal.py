@@ -42,9 +42,13 @@ def append(build_dir: Path, entry: Entry) -> None:
          "exit": entry.exit_code},
         sort_keys=True,
     ) + "\n"  # fmt: skip
-    path = build_dir / JOURNAL
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    path = os.path.join(build_dir, JOURNAL)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:  # the first action of a build folder: .buildgen/ made here
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, flags, 0o644)
     try:
         os.write(fd, line.encode())
     finally:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildgen.fsutil import private_folder
+from buildgen.fsutil import private_folder, read_file
 from buildgen.remote.settings import ExecutorSettings, ExecutorSettingsError, resolve_executor
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def load_settings(build_dir: Path, env: Mapping[str, str] | None = None) -> Cach
     env = os.environ if env is None else env
     text = _read_small(os.path.join(build_dir, SETTINGS_FILE))
     # The folder too: a relative $BUILDGEN_CACHE_DIR is relative to it.
-    asked = (text, tuple(env.items()), os.getcwd())
+    asked = (text, _environment_key(env), os.getcwd())
     if (known := _RESOLVED.get(asked)) is not None:
         return known
     section: dict[str, object] = {}
@@ -136,25 +136,24 @@ def load_settings(build_dir: Path, env: Mapping[str, str] | None = None) -> Cach
     return settings
 
 
+def _environment_key(env: Mapping[str, str]) -> tuple[tuple[object, object], ...]:
+    """`env` as a memo key. os.environ's own mapping of bytes when it is os.environ: its
+    items() decodes every variable, 40 of them per action (CPython keeps `_data`)."""
+    data = getattr(env, "_data", None) if env is os.environ else None
+    return tuple(data.items()) if isinstance(data, dict) else tuple(env.items())
+
+
 def _read_small(path: str) -> bytes | None:
-    """A small file's bytes, None when it is missing: by os.read, as every action reads it
-    (Path.read_text's text layer costs more than the read)."""
+    """A small file's bytes, None when it is missing."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return read_file(path)[0]
     except FileNotFoundError:
         return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 # What load_settings resolved in this process, by the settings file's text and the
 # environment: a worker's runner reads the same ones for every action of a build.
-_RESOLVED: dict[tuple[bytes | None, tuple[tuple[str, str], ...], str], CacheSettings] = {}
+_RESOLVED: dict[tuple[bytes | None, tuple[tuple[object, object], ...], str], CacheSettings] = {}
 
 
 def resolve_settings(section: Mapping[str, object], env: Mapping[str, str]) -> CacheSettings:

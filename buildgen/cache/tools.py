@@ -13,6 +13,7 @@ keeps its version number while its code changes, and cached stage outputs must f
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -89,12 +90,19 @@ def command_tools(command: Sequence[str]) -> list[tuple[str, str]]:
     return tools
 
 
+@functools.cache
+def interpreter_path() -> str:
+    """This interpreter's resolved path: asked for by every action's key, and a realpath
+    is an lstat per folder of it."""
+    return os.path.realpath(sys.executable)
+
+
 def tool_identity(path: str, memo: Memo) -> str:
     """A digest of `path`'s identity: this interpreter in-process, any other tool by its
     `--version` output, memoized per path + size + mtime."""
     if not path:
         return "missing"
-    if path == os.path.realpath(sys.executable):
+    if path == interpreter_path():
         return python_identity(memo)
     stat = os.stat(path)
     fingerprint = ["tool", path, stat.st_size, stat.st_mtime_ns]
@@ -120,7 +128,7 @@ def python_identity(memo: Memo) -> str:
     package = Path(buildgen.__file__).resolve().parent
     files = _package_files(package)
     fingerprint = [
-        "python", sys.version, os.path.realpath(sys.executable), buildgen.__version__,
+        "python", sys.version, interpreter_path(), buildgen.__version__,
         [list(stamp) for stamp in site_folder_stamps()],
         [[str(f), s.st_size, s.st_mtime_ns] for f, s in files],
     ]

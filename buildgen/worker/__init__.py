@@ -12,8 +12,9 @@ fresh copy of a process that has run no stage. What an action sets in the runner
 folder, environment, umask, streams, signals) is put back after it; a runner that was
 interrupted or left anything running retires, and a crash takes down one action (which the
 client then runs cold). Parallel ninja jobs get parallel runners: the worker forks another
-whenever all are busy, with no pool to size. Reusing a runner, rather than forking a child
-per action, is what makes a cache hit cost a few milliseconds (runner.py says why).
+whenever a connection waits and all are busy, with no pool to size. Reusing a runner,
+rather than forking a child per action, is what makes a cache hit cost a few milliseconds
+(runner.py says why).
 
 Who may use a worker: its socket lives in a folder only its user can enter, it checks its
 peer's uid, and its name is the identity (identity.py) of the interpreter and of buildgen's

@@ -4,16 +4,23 @@ Why not a fresh fork per action, as the worker first did: on this project's 2-co
 child forked from the ~80 MB worker spent 7–10 ms in the cache wrapper's hit path before
 doing anything useful — ~950 copy-on-write page faults as it touched the parent's objects
 (getrusage in the child) — where a process that had run the same path before took 2.2 ms.
-A runner pays that once; the parent hands it the next connection (SCM_RIGHTS over a
-socketpair) as soon as it reports idle, and forks another only when every runner is busy.
+A runner pays that once.
+
+Who accepts: one runner at a time is *on duty* and accepts the next connection itself on
+the worker's listener (its fork inherited it); when it has one it says so, and the worker
+puts an idle runner on duty, or, when none is idle and a connection waits, forks another.
+The worker is not on an action's path: it used to accept each connection and pass it to a
+runner over a socketpair (SCM_RIGHTS), two more processes to wake per action (~0.2 ms of a
+31 ms compile's 3 ms wrapper cost, this 2-core VM).
 
 What keeps actions apart in a process that outlives them:
 - each action's working directory, environment, umask, argv, standard streams and signal
   dispositions are set for it and put back afterwards (`_Baseline`);
 - the Python stages an action runs are still forked from the runner (stages.py), and a
   request in `stage` mode runs in a fork of its own, so a stage's module state never
-  outlives it; the cache wrapper itself keeps no state between calls but its memo of
-  file digests, keyed by each file's size, times and inode (cache/keys.py);
+  outlives it; the cache wrapper itself keeps no state between calls but memos of pure
+  functions (names of paths, parsed depfiles, resolved settings) and of file digests,
+  keyed by each file's size, times and inode (cache/keys.py, cache/tools.py);
 - the cache's stores are written after the reply, with the action's streams already given
   back and its working directory and umask still set (cache/write_behind.py); the runner
   reports idle only when they are done;
@@ -31,58 +38,90 @@ import contextlib
 import functools
 import marshal
 import os
+import select
 import signal
 import socket
+import struct
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from buildgen.cache import exec as cache_exec
 from buildgen.cache import write_behind
+from buildgen.resources import site_folder_stamps
 from buildgen.worker.client import DONE, HEADER_BYTES, STARTED, decode_number, encode_number
 from buildgen.worker.stages import run_in_fork, run_main
 
 MAX_ACTIONS = 500  # then a fresh fork: whatever an action leaks stays bounded
 _MAX_REQUEST = 64 << 20  # an action's argv and environment: far less
-IDLE, HAND_OFF = b"i", b"c"  # runner -> worker: ready again; worker -> runner: a connection
+# Runner -> worker: took a connection off the listener / ready again / Python's
+# distributions changed (the worker stops). Worker -> runner: accept the next connection.
+TOOK, IDLE, STALE, DUTY = b"t", b"i", b"s", b"a"
 _RESET_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGINT)
 
 
-def run_forever(control: socket.socket, first: socket.socket) -> None:
-    """In a freshly forked runner: serve `first`, then each connection the worker hands
-    over on `control`, until told to stop or unfit to go on. Never returns."""
+def run_forever(control: socket.socket, listener: socket.socket,
+                sites: list[tuple[str, int | None]]) -> NoReturn:
+    """In a freshly forked runner, born on duty: accept a connection on the worker's
+    listener and serve it, then wait on `control` until the worker puts it on duty again;
+    until told to stop or unfit to go on. `sites`: the Python distributions' stamps
+    when the worker started serving."""
     code = 1
     try:
         for signum in _RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         baseline = _Baseline.capture()
-        conn: socket.socket | None = first
         for _ in range(MAX_ACTIONS):
-            assert conn is not None
-            clean = serve_one(conn, baseline)
-            baseline.restore()
+            conn = _accept(control, listener)
+            if conn is None:
+                break
+            control.sendall(TOOK)
+            if site_folder_stamps() != sites:
+                conn.close()  # the client runs the action itself
+                control.sendall(STALE)
+                break
+            clean = True
+            if _same_user(conn):
+                clean = serve_one(conn, baseline)
+                baseline.restore()
+            else:
+                conn.close()
             if not clean:
                 break
             control.sendall(IDLE)
-            conn = _next_connection(control)
-            if conn is None:
-                break
+            if _message(control) != DUTY:
+                break  # the worker went away or wants fewer runners
         code = 0
     except BaseException:  # noqa: BLE001 (an interrupt between actions: just go)
         pass
     os._exit(code)
 
 
-def _next_connection(control: socket.socket) -> socket.socket | None:
-    message, fds, _flags, _addr = socket.recv_fds(control, 1, 1)
-    if message != HAND_OFF or len(fds) != 1:
-        for fd in fds:
-            os.close(fd)
-        return None  # the worker went away or wants fewer runners
-    return socket.socket(fileno=fds[0])
+def _accept(control: socket.socket, listener: socket.socket) -> socket.socket | None:
+    """The next connection, once one comes; None if the worker goes away first. Only the
+    runner on duty waits on the listener, so no other wakes with it."""
+    ready, _, _ = select.select([listener, control], [], [])
+    if control in ready:
+        return None  # no message comes to a runner on duty: the worker has gone
+    conn, _address = listener.accept()
+    conn.setblocking(True)
+    return conn
+
+
+def _message(control: socket.socket) -> bytes:
+    try:
+        return control.recv(1)
+    except OSError:
+        return b""
+
+
+def _same_user(conn: socket.socket) -> bool:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
 
 
 @dataclass(frozen=True)

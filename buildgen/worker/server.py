@@ -4,7 +4,7 @@ Started in the background by a client that found no worker. One per identity: th
 to lock `<identity>.lock` serves, later ones exit. It imports what actions use, checks that
 it is the identity it was asked to be, and serves `<identity>.sock` until it has been idle
 for BUILDGEN_WORKER_IDLE seconds, or until the Python distributions it imported change.
-It accepts each connection and hands it to one of its runners (runner.py).
+Its runners (runner.py) accept the connections; it keeps one of them on duty.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import pkgutil
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from buildgen.resources import site_folder_stamps
 from buildgen.worker.client import socket_name, socket_path
 from buildgen.worker.identity import worker_identity
-from buildgen.worker.runner import HAND_OFF, IDLE, run_forever
+from buildgen.worker.runner import DUTY, IDLE, STALE, TOOK, run_forever
 
 ENV_IDLE = "BUILDGEN_WORKER_IDLE"
 DEFAULT_IDLE_S = 300.0
@@ -149,9 +148,9 @@ def _warm() -> None:
 def _serve(listener: socket.socket, idle: float, served: list[int], lock: int) -> str:
     """Serve until idle, counting actions in `served`; why it stopped. `lock` is the
     worker's own (its runners do not hold it)."""
-    sites = site_folder_stamps()
-    pool = _Runners(listener, lock)
+    pool = _Runners(listener, lock, site_folder_stamps())
     try:
+        pool.fork_on_duty()  # the first connection finds a runner waiting
         while True:
             events = pool.selector.select(timeout=idle)
             if not events:
@@ -159,21 +158,13 @@ def _serve(listener: socket.socket, idle: float, served: list[int], lock: int) -
                     return f"idle for {idle:g} s"
                 continue
             for key, _mask in events:
-                if key.fileobj is not listener:
-                    pool.heard_from(key.data)
+                if key.fileobj is listener:
+                    if pool.duty is None:  # a connection waits, and every runner is busy
+                        pool.fork_on_duty()
                     continue
-                conn, _ = listener.accept()
-                if site_folder_stamps() != sites:
-                    conn.close()  # the client runs the action itself
-                    return "Python distributions changed"
-                if not _same_user(conn):
-                    conn.close()
-                    continue
-                conn.setblocking(True)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pool.hand(conn)
-                served[0] += 1
+                why = pool.heard_from(key.data, served)
+                if why:
+                    return why
     finally:
         pool.close()
 
@@ -185,17 +176,21 @@ class _Runner:
 
 
 class _Runners:
-    """The worker's runners (runner.py): idle ones get the next connection, and a new one
-    is forked when all are busy, so parallel ninja jobs get parallel processes with no
-    pool to size. At most MAX_IDLE wait between builds; the rest are let go."""
+    """The worker's runners (runner.py). One is on duty: it accepts the next connection
+    itself. When it takes one, an idle runner goes on duty; with none idle the worker
+    watches the listener, and a connection that waits there gets a new fork. So parallel
+    ninja jobs get parallel processes with no pool to size. At most MAX_IDLE wait between
+    builds; the rest are let go."""
 
     MAX_IDLE = max(2, os.cpu_count() or 2)
 
-    def __init__(self, listener: socket.socket, lock: int):
+    def __init__(self, listener: socket.socket, lock: int, sites: list[tuple[str, int | None]]):
         self.listener = listener
         self.lock = lock
+        self.sites = sites
         self.selector = selectors.DefaultSelector()
-        self.selector.register(listener, selectors.EVENT_READ)
+        self.watching = False  # whether the listener is in the selector (no runner on duty)
+        self.duty: _Runner | None = None
         self.idle: list[_Runner] = []
         self.busy: dict[int, _Runner] = {}
         # The kernel reaps runners as they exit (a runner sets it back for its own
@@ -203,48 +198,75 @@ class _Runners:
         # comes just before its exit, so a waitpid there would race it.
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 
-    def hand(self, conn: socket.socket) -> None:
-        """Give `conn` to a runner; the worker keeps no copy of it."""
-        try:
-            while self.idle:
-                runner = self.idle.pop()
-                try:
-                    socket.send_fds(runner.control, [HAND_OFF], [conn.fileno()])
-                except OSError:
-                    self._forget(runner)  # it died while idle
-                    continue
-                self.busy[runner.pid] = runner
-                return
-            self._fork(conn)
-        finally:
-            conn.close()
-
-    def _fork(self, conn: socket.socket) -> None:
+    def fork_on_duty(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        sys.stdout.flush()
+        sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             ours.close()
-            self.listener.close()
             os.close(self.lock)
-            for other in (*self.idle, *self.busy.values()):
+            for other in (*self.idle, *self.busy.values(), *filter(None, [self.duty])):
                 other.control.close()  # so that each runner alone holds its own end
-            run_forever(theirs, conn)
+            run_forever(theirs, self.listener, self.sites)
         theirs.close()
         runner = _Runner(pid, ours)
-        self.busy[pid] = runner
         self.selector.register(ours, selectors.EVENT_READ, runner)
+        self._on_duty(runner)
 
-    def heard_from(self, runner: _Runner) -> None:
-        """A runner reports idle, or has gone (its end closed)."""
+    def heard_from(self, runner: _Runner, served: list[int]) -> str | None:
+        """A runner took a connection, is idle again, or has gone (its end closed); why
+        the worker must stop, if it must."""
         try:
             message = runner.control.recv(1)
         except OSError:
             message = b""
+        if message == TOOK:
+            served[0] += 1
+            self.busy[runner.pid] = runner
+            if self.duty is runner:
+                self._next_on_duty()
+            return None
+        if message == STALE:
+            return "Python distributions changed"
         self.busy.pop(runner.pid, None)
-        if message != IDLE or len(self.idle) >= self.MAX_IDLE:
-            self._forget(runner)
-            return
-        self.idle.append(runner)
+        if message == IDLE and self.duty is None:
+            if self._put_on_duty(runner):
+                return None
+        elif message == IDLE and len(self.idle) < self.MAX_IDLE:
+            self.idle.append(runner)
+            return None
+        self._forget(runner)
+        return None
+
+    def _next_on_duty(self) -> None:
+        """The runner on duty has gone or taken a connection: an idle one goes on duty,
+        else the listener is watched for the next connection."""
+        self.duty = None
+        while self.idle:
+            if self._put_on_duty(self.idle.pop()):
+                return
+        self._watch(True)
+
+    def _put_on_duty(self, runner: _Runner) -> bool:
+        try:
+            runner.control.sendall(DUTY)
+        except OSError:
+            self._forget(runner)  # it died while idle
+            return False
+        self._on_duty(runner)
+        return True
+
+    def _on_duty(self, runner: _Runner) -> None:
+        self.duty = runner
+        self._watch(False)
+
+    def _watch(self, listener: bool) -> None:
+        if listener and not self.watching:
+            self.selector.register(self.listener, selectors.EVENT_READ)
+        elif not listener and self.watching:
+            self.selector.unregister(self.listener)
+        self.watching = listener
 
     def _forget(self, runner: _Runner) -> None:
         with contextlib.suppress(KeyError, ValueError):
@@ -253,17 +275,13 @@ class _Runners:
         self.busy.pop(runner.pid, None)
         if runner in self.idle:
             self.idle.remove(runner)
+        if self.duty is runner:
+            self._next_on_duty()
 
     def close(self) -> None:
-        for runner in (*self.idle, *self.busy.values()):
+        for runner in (*self.idle, *self.busy.values(), *filter(None, [self.duty])):
             runner.control.close()
         self.selector.close()
-
-
-def _same_user(conn: socket.socket) -> bool:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
 
 
 if __name__ == "__main__":

@@ -133,3 +133,22 @@ def test_with_the_cache_off_build_ninja_has_todays_plain_commands(tmp_path, monk
     monkeypatch.setenv("BUILDGEN_CACHE", "sometimes")
     with pytest.raises(BuildgenError, match="BUILDGEN_CACHE"):
         generate(_project(tmp_path / "bad"))
+
+
+def test_settings_remembered_per_process_follow_the_file_and_the_environment(tmp_path):
+    """A runner resolves the settings of every action again: what it remembers is keyed
+    by the file's bytes, the environment and the folder, so any change is seen."""
+    settings_file = tmp_path / SETTINGS_FILE
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_text(json.dumps({"format": 1, "dir": "/one", "enabled": True}))
+    assert str(load_settings(tmp_path, {}).dir) == "/one"
+    assert load_settings(tmp_path, {}) is load_settings(tmp_path, {})  # remembered
+    settings_file.write_text(json.dumps({"format": 1, "dir": "/two", "enabled": True}))
+    assert str(load_settings(tmp_path, {}).dir) == "/two"
+    assert not load_settings(tmp_path, {"BUILDGEN_CACHE": "off"}).enabled
+    assert str(load_settings(tmp_path, {"BUILDGEN_CACHE_DIR": "/three"}).dir) == "/three"
+    settings_file.write_text("{not json")
+    with pytest.raises(ValueError, match="run `buildgen gen`"):
+        load_settings(tmp_path, {})
+    settings_file.unlink()
+    assert load_settings(tmp_path, {"XDG_CACHE_HOME": "/xdg"}).dir.as_posix() == "/xdg/buildgen"

@@ -57,3 +57,12 @@ def test_the_journal_reads_only_what_was_appended_after_an_offset(tmp_path):
     with open(tmp_path / ".buildgen" / "actions.jsonl", "a") as f:
         f.write('{"cut short')  # a crash mid-line: skipped, the rest still counts
     assert [e.output for e in read_entries(tmp_path, offset)] == ["b.o"]
+
+
+def test_a_parsed_depfile_is_the_callers_to_change():
+    """parse_depfile remembers what it parsed (a runner reads the same text again): each
+    call still gets a list of its own."""
+    text = "a.o: a.c b.h\n"
+    first = parse_depfile(text)
+    first.append("c.h")
+    assert parse_depfile(text) == ["a.c", "b.h"]

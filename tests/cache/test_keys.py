@@ -278,3 +278,33 @@ def test_a_settled_file_is_read_once_per_process_until_it_changes(tmp_path, monk
     os.utime(other, (settled, settled))
     assert keys.file_digest(str(other)) == keys.MISSING
     assert keys.file_digest(str(other)) == keys.MISSING and len(reads) == 4
+
+
+def test_a_memo_value_is_remembered_in_the_process_by_its_fingerprint(tmp_path):
+    """tools.Memo keeps what it found in memory as well as on disk: a runner asks again
+    without reading the entry, even once the cache folder is gone, and another
+    fingerprint (the tool changed) is asked for again."""
+    asked: list[str] = []
+
+    def probe(answer: str):
+        return lambda: asked.append(answer) or answer
+
+    memo = Memo(tmp_path / "memo")
+    fingerprint = ["tool", str(tmp_path / "cc"), 1, 2]
+    assert memo.get_or_compute(fingerprint, probe("v1")) == "v1"
+    assert len(list((tmp_path / "memo").rglob("*"))) == 2  # still kept on disk
+    shutil.rmtree(tmp_path / "memo")
+    assert Memo(tmp_path / "other").get_or_compute(fingerprint, probe("v2")) == "v1"
+    assert memo.get_or_compute([*fingerprint[:-1], 3], probe("v3")) == "v3"
+    assert asked == ["v1", "v3"]
+
+
+def test_frame_names_remembered_per_frame_round_trip(tmp_path):
+    frame = PathFrame.of(str(tmp_path / "build"), "..")
+    other = PathFrame.of(str(tmp_path / "clone" / "build"), "..")
+    assert frame.name("obj/a.o") == "<build>/obj/a.o" == other.name("obj/a.o")
+    assert frame.name("../src/a.c") == "<root>/src/a.c"
+    assert frame.local("<root>/src/a.c") == "../src/a.c"
+    assert frame.absolute("<root>/src/a.c") == str(tmp_path / "src" / "a.c")
+    assert other.absolute("<root>/src/a.c") == str(tmp_path / "clone" / "src" / "a.c")
+    assert frame.local("/usr/include/stdio.h") == "/usr/include/stdio.h"

@@ -107,6 +107,31 @@ def test_a_runner_whose_action_was_interrupted_serves_no_more(tmp_path):
     _stop(tmp_path, argv, pid)
 
 
+def test_a_changed_python_installation_stops_the_worker_and_loses_no_action(tmp_path):
+    """Installing a distribution changes its site folder: the runner that takes the next
+    connection turns it away, its client runs the action itself, and the worker stops."""
+    from test_workers import REPO
+
+    site = tmp_path / "extra-packages"  # a site folder by its name, on the worker's path
+    site.mkdir()
+    workers = tmp_path / "workers"
+    pythonpath = os.pathsep.join([str(REPO), str(site)])
+    argv, env = _client_command(workers, "sh", "-c", SEES, pythonpath=pythonpath)
+    identity = argv[argv.index("--worker") + 1]
+    subprocess.run(argv, cwd=tmp_path, env=env, check=True, timeout=120)  # starts it
+    pid = wait_for_worker(workers, identity)
+    runner = int(_run(argv, tmp_path, env)[0])
+    assert runner in _children(pid)
+    later = time.time() + 5
+    os.utime(site, (later, later))  # as an install would
+    assert int(_run(argv, tmp_path, env)[0]) not in (runner, *_children(pid))
+    deadline = time.monotonic() + 30
+    log = workers / f"{identity}.log"
+    while "exiting: Python distributions changed" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+
+
 def _children(pid: int) -> list[int]:
     from test_workers import _children as children
 

@@ -218,14 +218,18 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _client_command(workers: Path, *command: str) -> tuple[list[str], dict[str, str]]:
-    """A cached action's command line as build.ninja has it, running `command`."""
+def _client_command(workers: Path, *command: str, pythonpath: str | None = None
+                    ) -> tuple[list[str], dict[str, str]]:
+    """A cached action's command line as build.ninja has it, running `command`;
+    `pythonpath`: the environment's PYTHONPATH instead of the repository alone."""
     from buildgen.ninja.context import python_command
     from buildgen.worker import client
     from buildgen.worker.identity import worker_identity
 
     python = python_command()
     env = environment(workers, BUILDGEN_CACHE="off")
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     # The PYTHONPATH the client (so the worker it starts) will have: `env PYTHONPATH=...`
     # in the command when buildgen is not installed, else the environment's.
     pythonpath = next((word.partition("=")[2] for word in python[:-1]
