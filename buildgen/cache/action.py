@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from buildgen.cache.keys import KeyParts, PathFrame, base_key, file_digest, tool_environment
 from buildgen.cache.tools import (
@@ -162,9 +163,15 @@ def hidden_inputs(
 ) -> tuple[str, ...]:
     """The depfile's prerequisites that are not declared inputs or outputs, as names in
     the frame, sorted: one *dependency set* of the direct-mode manifest."""
-    declared = {frame.name(p) for p in (*spec.inputs, *spec.outputs)}
-    names = {frame.name(p) for p in prerequisites} - declared
-    return tuple(sorted(names))
+    return _hidden_names(frame, (*spec.inputs, *spec.outputs), tuple(prerequisites))
+
+
+# A runner asks again for every rebuild of a source, with the same headers.
+@lru_cache(maxsize=1024)
+def _hidden_names(frame: PathFrame, declared: tuple[str, ...], prerequisites: tuple[str, ...]
+                  ) -> tuple[str, ...]:
+    known = {frame.name(p) for p in declared}
+    return tuple(sorted({frame.name(p) for p in prerequisites} - known))
 
 
 def hidden_digests(frame: PathFrame, names: Sequence[str]) -> list[tuple[str, str]] | None:

@@ -26,11 +26,16 @@ _LAYOUT = {1: ((28, 32, 42, 44, 46, 48), "I"), 2: ((32, 40, 54, 56, 58, 60), "Q"
 def incomplete_elf(path: str) -> str | None:
     """Why the ELF file at `path` is cut short, or None (whole, or not ELF, or gone)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            size = os.fstat(f.fileno()).st_size
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:  # by descriptor: every action's outputs are checked
+        head = os.pread(fd, 64, 0)
+        size = os.fstat(fd).st_size
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if not head.startswith(b"\x7fELF") or len(head) < 6 or head[4] not in _LAYOUT:
         return None
     (ph_at, sh_at, phent_at, phnum_at, shent_at, shnum_at), wide = _LAYOUT[head[4]]

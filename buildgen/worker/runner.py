@@ -74,7 +74,7 @@ def run_forever(control: socket.socket, listener: socket.socket,
         for signum in _RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         baseline = _Baseline.capture()
-        for _ in range(MAX_ACTIONS):
+        for served in range(1, MAX_ACTIONS + 1):
             conn = _accept(control, listener)
             if conn is None:
                 break
@@ -89,7 +89,7 @@ def run_forever(control: socket.socket, listener: socket.socket,
                 baseline.restore()
             else:
                 conn.close()
-            if not clean:
+            if not clean or served == MAX_ACTIONS:
                 break
             control.sendall(IDLE)
             if _message(control) != DUTY:
