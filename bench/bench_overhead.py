@@ -262,7 +262,7 @@ def _paired(rounds: int, reference: Callable[[], object], candidate: Callable[[]
 
 def _overhead_row(label: str, reference: float, wrapped: float) -> tuple[str, str, str]:
     return (f"  through the wrapper, {label}", f"{wrapped * 1e3:.0f} ms",
-            f"+{(wrapped - reference) * 1e3:.1f} ms ({(wrapped / reference - 1) * 100:.1f}%)")
+            f"{(wrapped - reference) * 1e3:+.1f} ms ({(wrapped / reference - 1) * 100:+.1f}%)")
 
 
 def _through_client_py(command: list[str]) -> list[str]:
