@@ -68,12 +68,12 @@ def spawn(command: Sequence[str], capture: bool) -> tuple[int, bytes, bytes]:
     SIGXFSZ at their defaults, no descriptors but 0-2 (Python opens every other one
     non-inheritable)."""
     if not capture:
-        return _wait(_spawn(command, [])), b"", b""
+        return os.waitstatus_to_exitcode(wait_for(_spawn(command, []))), b"", b""
     streams = [_scratch_file("stdout"), _scratch_file("stderr")]
     try:
         pid = _spawn(command, [(os.POSIX_SPAWN_DUP2, fd, number)
                                for number, fd in enumerate(streams, start=1)])
-        status = _wait(pid)
+        status = os.waitstatus_to_exitcode(wait_for(pid))
         stdout, stderr = (os.pread(fd, os.fstat(fd).st_size, 0) for fd in streams)
     finally:
         for fd in streams:
@@ -92,11 +92,11 @@ def _scratch_file(name: str) -> int:
     return os.dup(tempfile.TemporaryFile().fileno())
 
 
-def _wait(pid: int) -> int:
-    """The child's exit status. An interrupt reaches it too (it is in the action's process
+def wait_for(pid: int) -> int:
+    """A child's wait status. An interrupt reaches it too (it is in the action's process
     group): let it finish, then pass the interrupt on."""
     try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        return os.waitpid(pid, 0)[1]
     except KeyboardInterrupt:
         os.waitpid(pid, 0)
         raise

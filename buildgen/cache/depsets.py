@@ -79,26 +79,25 @@ class DepSets:
 
     def _local_sets(self) -> list[DepSet]:
         if self._local is None:
-            entry = self.store.get_action(self.key)
-            blob = _blob_of(entry, self.store.get_blob)
-            self._local = _decode(blob)
+            self._local = _sets_in(self.store, self.key)
         return self._local
 
     def _prebuilt_sets(self) -> list[DepSet]:
         if self._prebuilt is None:
-            self._prebuilt = []
-            if self.prebuilt is not None:
-                entry = self.prebuilt.get_action(self.key)
-                self._prebuilt = _decode(_blob_of(entry, self.prebuilt.get_blob))
+            self._prebuilt = _sets_in(self.prebuilt, self.key)
         return self._prebuilt
 
     def _remote_sets(self) -> list[DepSet]:
         if self._remote is None:
-            self._remote = []
-            if self.remote is not None:
-                entry = self.remote.get_action(self.key)
-                self._remote = _decode(_blob_of(entry, self.remote.get_blob))
+            self._remote = _sets_in(self.remote, self.key)
         return self._remote
+
+
+def _sets_in(store: LocalStore | RemoteStore | None, key: str) -> list[DepSet]:
+    """The sets recorded under `key` in `store` (none when there is no such store)."""
+    if store is None:
+        return []
+    return _decode(_blob_of(store.get_action(key), store.get_blob))
 
 
 def _add(sets: list[DepSet], names: DepSet) -> list[DepSet]:

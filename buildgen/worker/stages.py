@@ -17,6 +17,8 @@ import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 
+from buildgen.cache.command import wait_for
+
 _MODULE = ("-m", "buildgen.stages")
 
 
@@ -65,7 +67,7 @@ def run_in_fork(argv: list[str], streams: tuple[int, int] | None = None) -> int:
             os.dup2(streams[0], 1)
             os.dup2(streams[1], 2)
         os._exit(run_stage(argv))
-    return os.waitstatus_to_exitcode(_wait(pid))
+    return os.waitstatus_to_exitcode(wait_for(pid))
 
 
 def run_stage(argv: list[str]) -> int:
@@ -92,13 +94,3 @@ def run_main(main: Callable[[list[str]], int], program: str, argv: list[str]) ->
         with contextlib.suppress(Exception):
             stream.flush()
     return code & 0xFF
-
-
-def _wait(pid: int) -> int:
-    """The child's wait status. An interrupt reaches the child too (it is in the action's
-    process group): let it clean up and finish, then pass the interrupt on."""
-    try:
-        return os.waitpid(pid, 0)[1]
-    except KeyboardInterrupt:
-        os.waitpid(pid, 0)
-        raise
