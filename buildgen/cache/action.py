@@ -3,7 +3,8 @@
 build.ninja runs every cached rule as
 
     $python -m buildgen.cache exec --root <source root> --rule <rule> [--restat]
-        [--depfile <file>] [--kind=<backend kind>] --out $out --in $in [implicit inputs]
+        [--depfile <file>] [--kind=<backend kind>] [--stoppable]
+        --out $out --in $in [implicit inputs]
         -- <the rule's command>
 
 so the wrapper knows the action's declared outputs and inputs without parsing the
@@ -18,7 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from buildgen.cache.keys import KeyParts, PathFrame, base_key, file_digest, tool_environment
+from buildgen.cache.keys import (
+    KeyParts,
+    PathFrame,
+    base_key,
+    file_digest,
+    file_digests,
+    tool_environment,
+)
 from buildgen.cache.tools import (
     Memo,
     command_tools,
@@ -53,6 +61,9 @@ class ActionSpec:
     # A compile's backend kind (`--kind=`): picks its workers' platform properties
     # (buildgen.remote.settings); not part of any key.
     kind: str = ""
+    # `--stoppable`: the command may be stopped midway and leaves nothing but its outputs
+    # (a C or C++ compile: Toolchain.stoppable); not part of any key.
+    stoppable: bool = False
 
 
 def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
@@ -67,7 +78,7 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
         raise UsageError("no command after `--`")
     values: dict[str, str] = {}
     lists: dict[str, list[str]] = {"outputs": [], "inputs": []}
-    restat = False
+    restat = stoppable = False
     current: list[str] | None = None
     i = 0
     while i < len(head):
@@ -82,6 +93,8 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
             i += 1
         elif word == "--restat":
             restat, current = True, None
+        elif word == "--stoppable":
+            stoppable, current = True, None
         elif word.startswith("--kind="):  # one word: an empty kind is still one
             values["kind"], current = word.removeprefix("--kind="), None
         elif current is not None:
@@ -103,6 +116,7 @@ def parse_exec_args(argv: Sequence[str]) -> ActionSpec:
         depfile=values.get("depfile"),
         restat=restat,
         kind=values.get("kind", ""),
+        stoppable=stoppable,
     )
 
 
@@ -176,13 +190,14 @@ def _hidden_names(frame: PathFrame, declared: tuple[str, ...], prerequisites: tu
 
 def hidden_digests(frame: PathFrame, names: Sequence[str]) -> list[tuple[str, str]] | None:
     """(name, digest) of each hidden input in this checkout; None if one is missing."""
-    out = []
-    for name in names:
-        digest = file_digest(frame.absolute(name))
-        if digest == "missing":
-            return None
-        out.append((name, digest))
-    return out
+    names = tuple(names)
+    digests = file_digests(_absolute_paths(frame, names))
+    return None if digests is None else list(zip(names, digests, strict=True))
+
+
+@lru_cache(maxsize=1024)
+def _absolute_paths(frame: PathFrame, names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(frame.absolute(name) for name in names)
 
 
 def output_name(path: str) -> str | None:

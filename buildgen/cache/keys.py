@@ -138,12 +138,46 @@ def file_digest(path: str, memo: DigestMemo | None = None) -> str:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return MISSING
+    return _digest_of(path if path.startswith("/") else os.path.abspath(path), info, memo)
+
+
+def file_digests(paths: tuple[str, ...]) -> list[str] | None:
+    """file_digest of each of these absolute paths, None if one is missing. A compile's
+    hidden inputs (its ~40 headers) come as one set, the same set rebuild after rebuild:
+    when every file has the stamps it had the last time the set was asked for, its
+    digests are those of that time, for a stat a file and no lookup of each (half the
+    cost, 38 headers)."""
+    try:
+        infos = list(map(os.stat, paths))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    stamps: list[_Stamp] = [
+        (i.st_size, i.st_mtime_ns, i.st_ctime_ns, i.st_ino, i.st_dev) for i in infos]
+    known = _SETS.get(paths)
+    if known is not None and known[0] == stamps:
+        return list(known[1])
+    digests = [_digest_of(path, info, None) for path, info in zip(paths, infos, strict=True)]
+    if MISSING in digests:
+        return None
+    # Not while a file may still change within its mtime's granularity (see RACY_S).
+    if not infos or time.time() - max(i.st_mtime for i in infos) >= RACY_S:
+        if len(_SETS) >= 4096:
+            _SETS.clear()
+        _SETS[paths] = (stamps, tuple(digests))
+    return digests
+
+
+_Stamp = tuple[int, int, int, int, int]  # size, mtime, ctime (ns), inode, device
+_SETS: dict[tuple[str, ...], tuple[list[_Stamp], tuple[str, ...]]] = {}
+
+
+def _digest_of(path: str, info: os.stat_result, memo: DigestMemo | None) -> str:
+    """The digest of the file at absolute `path`, whose status is `info`."""
     # A file changed within RACY_S could change again within its mtime's granularity
     # without its stamp changing: hashed every time until it has settled.
     if time.time() - info.st_mtime < RACY_S:
         return _hash_file(path)
-    where = path if path.startswith("/") else os.path.abspath(path)
-    stamp = (where, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+    stamp = (path, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
     if (known := _SEEN.known(stamp)) is not None:  # a runner's headers: most files
         return known
     return _SEEN.get_or_compute(stamp, lambda: _stored_digest(path, info, memo))

@@ -18,17 +18,21 @@ from buildgen.fsutil import write_atomic
 
 
 def restore(
-    result: ActionResult, fetch: Callable[[str, int], bytes | None], restat: bool
+    result: ActionResult, fetch: Callable[[str, int], bytes | None], restat: bool,
+    before_writing: Callable[[], None] | None = None,
 ) -> bool:
     """Write `result`'s outputs (paths relative to the cwd, the build dir); False, with
     nothing written, when a blob cannot be had. `fetch(digest, size)` may refuse to read
-    more than `size` bytes."""
+    more than `size` bytes. `before_writing` runs once every blob is had (it stops the
+    action's command, started before the lookup: buildgen/cache/exec.py)."""
     staged: list[tuple[str, bytes, bool]] = []
     for output in result.outputs:
         data = fetch(output.digest, output.size)
         if data is None or len(data) != output.size:
             return False
         staged.append((output.path, data, output.executable))
+    if before_writing is not None:
+        before_writing()
     for path, data, executable in staged:
         if restat and _same_bytes(path, data):
             continue

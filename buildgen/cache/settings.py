@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildgen.cache.environ import environ_data
 from buildgen.fsutil import private_folder, read_file
 from buildgen.remote.settings import ExecutorSettings, ExecutorSettingsError, resolve_executor
 
@@ -137,10 +138,9 @@ def load_settings(build_dir: Path, env: Mapping[str, str] | None = None) -> Cach
 
 
 def _environment_key(env: Mapping[str, str]) -> tuple[tuple[object, object], ...]:
-    """`env` as a memo key. os.environ's own mapping of bytes when it is os.environ: its
-    items() decodes every variable, 40 of them per action (CPython keeps `_data`)."""
-    data = getattr(env, "_data", None) if env is os.environ else None
-    return tuple(data.items()) if isinstance(data, dict) else tuple(env.items())
+    """`env` as a memo key: os.environ's own mapping of bytes when it is os.environ."""
+    data = environ_data() if env is os.environ else None
+    return tuple(data.items()) if data is not None else tuple(env.items())
 
 
 def _read_small(path: str) -> bytes | None:

@@ -38,8 +38,13 @@ def hold(build_dir: Path) -> int | None:
     None when the lock cannot be had (then `finish` just runs the work)."""
     path = build_dir / LOCK
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+        fd = _open_lock(path)
+    except FileNotFoundError:  # a build folder before its first action: rarely
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = _open_lock(path)
+        except OSError:
+            return None
     except OSError:
         return None
     try:
@@ -48,6 +53,10 @@ def hold(build_dir: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _open_lock(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
 
 
 def finish(work: Sequence[Callable[[], None]], held: int | None) -> bool:

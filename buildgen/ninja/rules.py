@@ -80,12 +80,14 @@ LINK_SHARED = Rule("link_shared", command=f"{_LINK} && ${PYTHON} -m buildgen.cac
 
 def compile_variables(toolchain: Toolchain, includes: tuple[str, ...]
                       ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """A compile edge's variables: the command's words, and the kind its workers serve."""
+    """A compile edge's variables: the command's words, the kind its workers serve, and
+    whether the command may be stopped midway (Toolchain.stoppable)."""
     return (
         ("cc", (*toolchain.launcher, toolchain.cc)),
         ("cflags", toolchain.cflags),
         ("includes", includes),
         (COMPILE_KIND, (toolchain.kind,)),
+        (STOPPABLE, ("--stoppable",) if toolchain.stoppable else ()),
     )
 
 
@@ -101,8 +103,9 @@ CACHE = "cache"
 IMPLICIT_IN = "implicit_in"
 # Per link or archive: `@file` arguments (Action.response_files).
 RESPONSE_FILES = "response_files"
-# Per compile: its backend kind.
+# Per compile: its backend kind; `--stoppable` where its command may be stopped midway.
 COMPILE_KIND = "kind"
+STOPPABLE = "stoppable"
 UNCACHED = frozenset({GEN.name})
 # The command the wrapper runs, where it differs from the rule's: the wrapper removes a
 # non-restat rule's outputs before running it, checks ELF outputs after it, and runs one
@@ -121,7 +124,7 @@ def cached(rule: Rule) -> Rule:
     if rule.depfile:
         head += ["--depfile", rule.depfile]
     if rule.name == COMPILE.name:  # which workers may run it (buildgen.remote.settings)
-        head.append(f"--kind=${COMPILE_KIND}")
+        head += [f"--kind=${COMPILE_KIND}", f"${STOPPABLE}"]
     head += ["--out", "$out", "--in", "$in", f"${IMPLICIT_IN}", "--"]
     command = _WRAPPED_COMMAND.get(rule.name, rule.command)
     return dataclasses.replace(rule, command=" ".join([*head, command]))

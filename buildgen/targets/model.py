@@ -99,6 +99,15 @@ class Toolchain:
     # The backend kind: its compiles ask remote workers for that kind's platform properties.
     kind: str = ""
 
+    @property
+    def stoppable(self) -> bool:
+        """Whether a compile can be stopped midway and leave nothing but its outputs behind
+        (the cache wrapper may start it before its lookup: buildgen/cache/exec.py). gcc and
+        clang remove their temp files when terminated; nvcc leaves its tmpxft_* files in
+        TMPDIR (nvcc 13.0, SIGTERM to its group), and a launcher's server (sccache) would
+        go on compiling."""
+        return self.language in ("c", "cxx") and not self.launcher
+
 
 @dataclass(frozen=True)
 class ResolvedTarget:

@@ -308,3 +308,34 @@ def test_frame_names_remembered_per_frame_round_trip(tmp_path):
     assert frame.absolute("<root>/src/a.c") == str(tmp_path / "src" / "a.c")
     assert other.absolute("<root>/src/a.c") == str(tmp_path / "clone" / "src" / "a.c")
     assert frame.local("/usr/include/stdio.h") == "/usr/include/stdio.h"
+
+
+def test_a_set_of_headers_is_digested_as_its_files_are_and_follows_each_edit(tmp_path):
+    """file_digests remembers a whole set by its files' stamps (a compile's headers after
+    every compile): the same digests as file by file, a new one for an edited file (even
+    one of the same size), none while a file is missing, and no set kept while a file
+    may still change within its mtime's granularity."""
+    import time
+
+    from buildgen.cache import keys
+
+    settled = time.time() - 60
+    headers = []
+    for name, text in (("a.h", "int a;\n"), ("b.h", "int b;\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        os.utime(path, (settled, settled))
+        headers.append(str(path))
+    paths = tuple(headers)
+    first = keys.file_digests(paths)
+    assert first == [keys.file_digest(p) for p in paths]
+    assert keys.file_digests(paths) == first and paths in keys._SETS
+    (tmp_path / "b.h").write_text("int c;\n")  # the same size
+    os.utime(tmp_path / "b.h", (settled, settled))
+    assert keys.file_digests(paths) == [first[0], keys.file_digest(headers[1])] != first
+    (tmp_path / "a.h").unlink()
+    assert keys.file_digests(paths) is None
+    (tmp_path / "a.h").write_text("int a;\n")  # just written: racy
+    keys._SETS.pop(paths, None)
+    assert keys.file_digests(paths) == [first[0], keys.file_digest(headers[1])]
+    assert paths not in keys._SETS

@@ -98,6 +98,8 @@ def test_compiles_put_flags_on_the_command_line_and_use_gcc_deps(planned):
     rule = plan.rule(cpu.rule)
     assert (rule.deps, rule.depfile) == ("gcc", "$out.d")
     assert "$cflags" in rule.command
+    # A C compile may be started before its cache lookup (Toolchain.stoppable).
+    assert cpu.variable("stoppable") == ("--stoppable",)
 
 
 def test_weights_object_depends_on_weights_bin(planned):

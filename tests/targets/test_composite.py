@@ -164,6 +164,8 @@ def test_toolchains_come_from_the_rules_and_the_resolved_attributes(tmp_path):
     assert "-DNDEBUG" in tc.cflags and tc.cflags[-3:] == (
         f"-Xcompiler=-idirafter,{a}", f"-Xcompiler=-idirafter,{b}", "-G")
     assert gpu.toolchain("cuda").pool_depth == 1
+    # nvcc leaves its temp files when stopped midway: never started before a lookup
+    assert not tc.stoppable and gpu.toolchain("c").stoppable
 
 
 @pytest.mark.parametrize(("accelerators", "openmp"), [

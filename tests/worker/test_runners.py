@@ -28,8 +28,12 @@ def _start(tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str], int
     return argv, env, wait_for_worker(workers, identity)
 
 
-def _action(workers: Path, shell: str) -> list[str]:
+def _action(workers: Path, shell: str, stoppable: bool = False) -> list[str]:
+    """The client's command line for `shell`; `stoppable`: as gen writes a C compile's
+    (the wrapper may start it before its lookup)."""
     argv, _env = _client_command(workers, "sh", "-c", shell)
+    if stoppable:
+        argv.insert(argv.index("--out"), "--stoppable")
     return argv
 
 
@@ -157,4 +161,77 @@ def test_a_miss_is_in_the_cache_once_its_stores_are_waited_for(tmp_path):
     assert (tmp_path / "runs.log").read_text() == "ran\n"  # then four hits
     counts = dict(read_stats(cache).days[-1][1])
     assert counts == {"local": 4, "ran": 1}
+    _stop(tmp_path, argv, pid)
+
+
+def test_a_hit_for_an_output_already_there_stops_the_command_started_before_its_lookup(
+        tmp_path):
+    """Ninja re-runs an action whose output is there after an edit, so a runner starts its
+    command before the lookup (cache/exec.py); when the lookup hits after all (the edit
+    undone), the command and all it started are stopped and the cached output restored."""
+    from buildgen.cache import write_behind
+    from buildgen.cache.journal import read_entries
+
+    argv, env, pid = _start(tmp_path)
+    env = {**env, "BUILDGEN_CACHE": "on", "BUILDGEN_CACHE_DIR": str(tmp_path / "cache")}
+    build = tmp_path / "build"
+    build.mkdir()
+    # The second run of "a" sleeps: were it not stopped, it would write "finished".
+    tool = ('echo started >> ../runs.log; if [ "$(cat in.txt)" = a ] && [ -e ../a.done ];'
+            ' then sleep 60 & echo $! > ../sleep.pid; wait; fi;'
+            ' cat in.txt > out.txt; touch ../$(cat in.txt).done; echo finished >> ../runs.log')
+    action = _action(tmp_path / "workers", tool, stoppable=True)
+    at = action.index("--")
+    action[at:at] = ["--in", "in.txt", "big.bin"]
+    with open(build / "big.bin", "wb") as big:
+        big.truncate(64 << 20)  # hashed again after each touch: the sleep starts meanwhile
+    for text in ("a", "b", "a"):
+        (build / "in.txt").write_text(text)
+        os.utime(build / "big.bin")
+        _run(action, build, env)
+        write_behind.wait_for_stores(build)
+    assert (build / "out.txt").read_text() == "a"
+    assert (tmp_path / "runs.log").read_text().split() == [
+        "started", "finished", "started", "finished", "started"]
+    assert [entry.outcome for entry in read_entries(build)] == ["ran", "ran", "local"]
+    sleeper = int((tmp_path / "sleep.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(sleeper)  # the command's whole group was stopped, not its shell alone
+    plain = _action(tmp_path / "workers", tool)  # not --stoppable: looked up first, as ever
+    plain[plain.index("--"):plain.index("--")] = ["--in", "in.txt", "big.bin"]
+    _run(plain, build, env)
+    assert (tmp_path / "runs.log").read_text().count("started") == 3
+    _stop(tmp_path, argv, pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_an_interrupt_reaches_a_command_started_before_its_lookup(tmp_path):
+    argv, env, pid = _start(tmp_path)
+    env = {**env, "BUILDGEN_CACHE": "on", "BUILDGEN_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "out.txt").write_text("from an earlier build\n")  # so it starts early
+    slow = subprocess.Popen(
+        _action(tmp_path / "workers", "echo $$ > shell.pid; sleep 30; echo late > out.txt",
+                stoppable=True),
+        cwd=tmp_path, env=env)
+    deadline = time.monotonic() + 60
+    marker = tmp_path / "shell.pid"
+    while not (marker.exists() and marker.read_text().strip()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    shell = int(marker.read_text())
+    slow.send_signal(signal.SIGINT)
+    assert slow.wait(timeout=60) == 130
+    deadline = time.monotonic() + 10
+    while _alive(shell) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(shell)
+    assert not (tmp_path / "out.txt").exists()  # removed before the start, never written
     _stop(tmp_path, argv, pid)
