@@ -16,8 +16,10 @@ Measured, each the best of --rounds (other load only ever adds time), but per ac
                      after a clean; with workers also with the output there, as after a
                      checkout: a runner starts the compile then); then the last miss for a
                      model's kernels source from the examples' build (encoder's c.c at
-                     x86-64-v4), a compile of the size most are. Each alternates with the
-                     compile by hand round by round and reports medians (see _paired)
+                     x86-64-v4), a compile of the size most are, and for the generated
+                     model.c of the corpus models TVM_MODELS names (not written by us).
+                     Each alternates with the compile by hand round by round and reports
+                     medians (see _paired)
     Python stages    a clean build's import/partition/codegen/executor/report actions,
                      summed from the action journal, workers on and off
     gen              `buildgen gen` of a manifest with --gen-models models
@@ -81,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "action" in wanted:
             rows += _per_action(root / "one", env, args.rounds)
             rows += _model_compile(root / "model-compile", env, args.rounds)
+            rows += _corpus_compiles(root / "corpus-compile", env, args.rounds)
         if "stages" in wanted:
             rows += _stages(root / "stages", env)
         if "gen" in wanted:
@@ -235,6 +238,30 @@ def _model_compile(folder: Path, env: dict[str, str], rounds: int
              "the reference"),
             _overhead_row("workers on, compiled client, miss, cache in use", reference,
                           missed)]
+
+
+def _corpus_compiles(folder: Path, env: dict[str, str], rounds: int
+                     ) -> list[tuple[str, str, str]]:
+    """The same miss for models we did not write: each corpus model's generated model.c
+    (TVM_MODELS but the example), built first with the root manifest's cpu target."""
+    mode = {**env, "BUILDGEN_WORKERS": "on", "BUILDGEN_CACHE_DIR": str(folder / "cache")}
+    _start_worker(folder / "warm-up", mode)
+    rows = []
+    for name, onnx_file, shapes in TVM_MODELS[1:]:
+        project = folder / name
+        _one_model_build(project, name, onnx_file, shapes, mode)
+        build = project / "build"
+        wrapped = _command_for(build, f"{name}/cpu/obj/model.o")
+        tool = wrapped[wrapped.index("--") + 1:]
+        source = build / name / "cpu" / "src" / "model.c"
+        reference, missed = _paired(rounds, _editing(source, tool, build, mode),
+                                    _editing(source, wrapped, build, mode))
+        wait_for_stores(build)  # before the folder goes
+        rows += [(f"compile {name}'s model.c, by hand", f"{reference * 1e3:.0f} ms",
+                  "the reference"),
+                 _overhead_row("workers on, compiled client, miss, cache in use", reference,
+                               missed)]
+    return rows
 
 
 def _editing(source: Path, command: list[str], build: Path, env: dict[str, str]
